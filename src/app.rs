@@ -1,0 +1,1 @@
+//! Application state and the router (built in the HTTP foundation work).

@@ -1,0 +1,8 @@
+//! The domain: plain data and pure rules, free of I/O.
+//!
+//! Nothing here touches sqlx, axum or reqwest. Tasks, events and leases describe what the store
+//! keeps; plans, milestones, checks, the ledger and the gate describe what the engine decides.
+//! This is the most unit- and property-tested part of cairn.
+
+pub mod event;
+pub mod task;

@@ -1,0 +1,186 @@
+//! Tasks: a goal with a budget, a strategy and a lifecycle.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+pub type TaskId = Uuid;
+
+/// The tenant every task belongs to until API keys map requests to tenants.
+pub const DEFAULT_TENANT: &str = "default";
+
+/// Where a task is in its life. Terminal statuses never change again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// Waiting for a worker to claim it (new, released at shutdown, or requeued by the reaper).
+    Queued,
+    /// Claimed by a worker holding a live lease.
+    Running,
+    Succeeded,
+    Failed,
+    /// Stopped because the ledger's reserve ran dry while a milestone still failed.
+    BudgetExhausted,
+    Cancelled,
+}
+
+impl TaskStatus {
+    pub const ALL: [TaskStatus; 6] = [
+        TaskStatus::Queued,
+        TaskStatus::Running,
+        TaskStatus::Succeeded,
+        TaskStatus::Failed,
+        TaskStatus::BudgetExhausted,
+        TaskStatus::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Queued => "queued",
+            TaskStatus::Running => "running",
+            TaskStatus::Succeeded => "succeeded",
+            TaskStatus::Failed => "failed",
+            TaskStatus::BudgetExhausted => "budget_exhausted",
+            TaskStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<TaskStatus> {
+        Self::ALL.into_iter().find(|status| status.as_str() == text)
+    }
+
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, TaskStatus::Queued | TaskStatus::Running)
+    }
+}
+
+/// How a task is run. `auto` lets the gate (and the rollout) decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    Direct,
+    OneShot,
+    Reactive,
+    V1,
+    V2,
+    #[default]
+    Auto,
+}
+
+impl Strategy {
+    pub const ALL: [Strategy; 6] = [
+        Strategy::Direct,
+        Strategy::OneShot,
+        Strategy::Reactive,
+        Strategy::V1,
+        Strategy::V2,
+        Strategy::Auto,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Direct => "direct",
+            Strategy::OneShot => "one_shot",
+            Strategy::Reactive => "reactive",
+            Strategy::V1 => "v1",
+            Strategy::V2 => "v2",
+            Strategy::Auto => "auto",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Strategy> {
+        Self::ALL
+            .into_iter()
+            .find(|strategy| strategy.as_str() == text)
+    }
+}
+
+/// A task's total budget, one figure per ledger unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    /// Model tokens (prompt + completion).
+    pub tokens: u64,
+    /// Tool invocations.
+    pub tool_calls: u64,
+    /// Wall-clock milliseconds.
+    pub wall_ms: u64,
+}
+
+/// Upper bounds that separate a generous budget from a typo.
+pub const MAX_TOKENS: u64 = 1_000_000_000;
+pub const MAX_TOOL_CALLS: u64 = 1_000_000;
+pub const MAX_WALL_MS: u64 = 30 * 24 * 3600 * 1000;
+
+impl Budget {
+    /// Every unit must be positive and below its absurdity bound.
+    /// Returns one message per offending unit.
+    pub fn validate(&self) -> Result<(), Vec<String>> {
+        let mut errors = Vec::new();
+        for (name, value, max) in [
+            ("tokens", self.tokens, MAX_TOKENS),
+            ("tool_calls", self.tool_calls, MAX_TOOL_CALLS),
+            ("wall_ms", self.wall_ms, MAX_WALL_MS),
+        ] {
+            if value == 0 {
+                errors.push(format!("budget.{name} must be greater than 0"));
+            } else if value > max {
+                errors.push(format!("budget.{name} must be at most {max}, got {value}"));
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+/// A task as stored and as returned by the API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Task {
+    pub id: Uuid,
+    pub tenant_id: String,
+    pub goal: String,
+    pub strategy: Strategy,
+    pub budget: Budget,
+    #[schema(value_type = Object)]
+    pub metadata: Value,
+    pub status: TaskStatus,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// When a worker first claimed the task.
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    /// The latest plan version, if the task has been planned.
+    pub plan_version: Option<i32>,
+    /// The final report once the task is terminal.
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<Value>,
+    /// How many times a worker has claimed the task (more than one means it was resumed).
+    pub attempts: i32,
+    /// The sequence number of the task's latest event.
+    pub last_seq: i64,
+}
+
+/// What the API hands the store to create a task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTask {
+    pub id: Uuid,
+    pub tenant_id: String,
+    pub goal: String,
+    pub strategy: Strategy,
+    pub budget: Budget,
+    pub metadata: Value,
+}
+
+/// The proof that a worker owns a task: who claimed it and with which fence.
+/// Every write a worker makes is conditioned on both still matching the row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub task_id: TaskId,
+    pub worker_id: String,
+    pub fence: i64,
+}

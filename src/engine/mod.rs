@@ -1,0 +1,1 @@
+//! Engines drive a claimed task through durable steps.

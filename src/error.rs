@@ -1,0 +1,1 @@
+//! API errors as `application/problem+json` (built in the HTTP foundation work).

@@ -1,0 +1,1 @@
+//! Simulated model and tool endpoints.

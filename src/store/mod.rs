@@ -1,0 +1,317 @@
+//! Durable state behind one trait, with a Postgres and a SQLite implementation.
+//!
+//! Both backends pass the same conformance suite (`tests/store_conformance.rs`). The rules they
+//! share:
+//! - a state change and the event rows describing it commit in one transaction;
+//! - per-task event `seq` values are assigned inside that transaction from `tasks.last_seq`, so
+//!   they are dense and ordered;
+//! - every worker write is fenced: applied only while `claimed_by` and `fence` still match the
+//!   [`Lease`]; otherwise the outcome is [`Commit::LeaseLost`], a typed result rather than an error;
+//! - time always comes from the caller's clock, never from the database;
+//! - after commit the store publishes a [`Wakeup`] hint (Postgres: `NOTIFY`, reaching every
+//!   replica; SQLite: in-process). Hints may be dropped: readers re-read rows after the last
+//!   `seq` they saw.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::broadcast;
+use utoipa::ToSchema;
+
+use crate::domain::event::{Event, NewEvent};
+use crate::domain::task::{Lease, NewTask, Task, TaskId, TaskStatus};
+
+pub mod postgres;
+pub mod sqlite;
+
+/// Failures of the store itself. Lost leases and idempotency conflicts are outcomes the caller
+/// must handle, so they are typed rather than hidden in a database error.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("idempotency key already used with a different request body")]
+    IdempotencyConflict { existing_task: TaskId },
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+/// Which backend a store is; shown by `/readyz` and at start-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+/// A client's `Idempotency-Key` and the hash of the request it came with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyClaim {
+    pub key: String,
+    pub request_hash: String,
+}
+
+/// The result of `create_task`: the task, and whether this call created it (false when an
+/// idempotency key replayed an earlier creation).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Created {
+    pub task: Task,
+    pub created: bool,
+}
+
+/// Filters and keyset cursor for listing tasks, newest first. Task ids are UUIDv7, so the id
+/// order is the creation order and the cursor is simply the last id of the previous page.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TaskQuery {
+    pub status: Option<TaskStatus>,
+    /// Only tasks with an id strictly lower than this one.
+    pub before: Option<TaskId>,
+    pub limit: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum CancelOutcome {
+    NotFound,
+    /// The task had already ended; nothing was written.
+    AlreadyTerminal(Task),
+    /// The task is now cancelled; a running worker's lease was revoked (its fence bumped).
+    Cancelled(Task),
+}
+
+/// A task a worker just claimed, with its lease and the engine's last checkpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claimed {
+    pub task: Task,
+    pub lease: Lease,
+    pub state: Option<Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseStatus {
+    Held,
+    Lost,
+}
+
+/// An immutable plan snapshot as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PlanVersionRecord {
+    pub task_id: uuid::Uuid,
+    pub version: i32,
+    /// Why this version was written (`initial`, a replan reason, a repair level).
+    pub reason: String,
+    /// The `seq` of the event that caused this version, if any.
+    pub caused_by_seq: Option<i64>,
+    #[schema(value_type = Object)]
+    pub plan: Value,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewPlanVersion {
+    pub version: i32,
+    pub reason: String,
+    pub caused_by_seq: Option<i64>,
+    pub plan: Value,
+}
+
+/// One ledger movement. The ledger of a task is derivable from its entries alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct LedgerEntry {
+    pub id: i64,
+    pub task_id: uuid::Uuid,
+    /// `None` for task-level movements (the reserve).
+    pub milestone_id: Option<String>,
+    /// `allocate`, `charge`, `grant`, `return`, `reserve`.
+    pub kind: String,
+    /// `tokens`, `tool_calls` or `wall_ms`.
+    pub unit: String,
+    pub amount: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewLedgerEntry {
+    pub milestone_id: Option<String>,
+    pub kind: String,
+    pub unit: String,
+    pub amount: i64,
+}
+
+/// A named output of a milestone, kept for later milestones and for checks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Artifact {
+    pub task_id: uuid::Uuid,
+    pub milestone_id: String,
+    pub name: String,
+    #[schema(value_type = Object)]
+    pub value: Value,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewArtifact {
+    pub milestone_id: String,
+    pub name: String,
+    pub value: Value,
+}
+
+/// The stored result of a side-effecting tool call, keyed by its idempotency key, so that a
+/// resumed step returns the stored result instead of calling the tool again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolReceipt {
+    pub idempotency_key: String,
+    pub task_id: uuid::Uuid,
+    pub tool: String,
+    pub response: Value,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewToolReceipt {
+    pub idempotency_key: String,
+    pub task_id: uuid::Uuid,
+    pub tool: String,
+    pub response: Value,
+}
+
+/// Everything one fenced worker write changes, committed in one transaction.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Change {
+    /// New status. A terminal status also sets `finished_at` and releases the lease.
+    pub status: Option<TaskStatus>,
+    /// The task's final report (set with a terminal status).
+    pub result: Option<Value>,
+    /// The engine's checkpoint, read back by the next claim.
+    pub state: Option<Value>,
+    /// A new immutable plan version; also becomes the task's current `plan_version`.
+    pub plan_version: Option<NewPlanVersion>,
+    pub events: Vec<NewEvent>,
+    pub ledger: Vec<NewLedgerEntry>,
+    pub artifacts: Vec<NewArtifact>,
+    /// Clear the lease (with `status: Some(Queued)` this hands the task back at shutdown).
+    pub release: bool,
+}
+
+/// The outcome of a fenced write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Commit {
+    /// Applied; the events got `seq` values `first_seq..=last_seq` (empty when no events).
+    Applied { first_seq: i64, last_seq: i64 },
+    /// The lease was lost (expired and reclaimed, or the task was cancelled): nothing written.
+    LeaseLost,
+}
+
+/// A hint that something changed. Receivers re-read rows; a hint is never the data itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wakeup {
+    /// Events up to `last_seq` were committed for `task_id`.
+    Events { task_id: TaskId, last_seq: i64 },
+    /// A task became claimable (created, released or requeued).
+    TaskRunnable,
+}
+
+/// cairn's durable state. See the module docs for the rules every implementation follows.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    fn backend(&self) -> Backend;
+
+    /// Applies pending migrations.
+    async fn migrate(&self) -> Result<(), StoreError>;
+
+    /// A cheap round trip, for `/readyz`.
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Inserts the task and its `task.created` event (seq 1) in one transaction. With an
+    /// idempotency claim: the same key and hash return the existing task (`created: false`);
+    /// the same key with another hash is [`StoreError::IdempotencyConflict`] and writes nothing.
+    async fn create_task(
+        &self,
+        new: NewTask,
+        idempotency: Option<IdempotencyClaim>,
+        now: DateTime<Utc>,
+    ) -> Result<Created, StoreError>;
+
+    async fn get_task(&self, tenant_id: &str, id: TaskId) -> Result<Option<Task>, StoreError>;
+
+    /// Tasks of a tenant, newest first, at most `query.limit`.
+    async fn list_tasks(&self, tenant_id: &str, query: &TaskQuery)
+    -> Result<Vec<Task>, StoreError>;
+
+    /// Cancels a queued or running task with a `task.cancelled` event; bumps the fence so a
+    /// running worker's next write is refused.
+    async fn cancel_task(
+        &self,
+        tenant_id: &str,
+        id: TaskId,
+        now: DateTime<Utc>,
+    ) -> Result<CancelOutcome, StoreError>;
+
+    /// Events of a task with `seq > after_seq`, in order, at most `limit`.
+    async fn list_events(
+        &self,
+        task_id: TaskId,
+        after_seq: i64,
+        limit: i64,
+    ) -> Result<Vec<Event>, StoreError>;
+
+    async fn list_plan_versions(
+        &self,
+        task_id: TaskId,
+    ) -> Result<Vec<PlanVersionRecord>, StoreError>;
+
+    async fn get_plan_version(
+        &self,
+        task_id: TaskId,
+        version: i32,
+    ) -> Result<Option<PlanVersionRecord>, StoreError>;
+
+    async fn list_ledger_entries(&self, task_id: TaskId) -> Result<Vec<LedgerEntry>, StoreError>;
+
+    async fn list_artifacts(&self, task_id: TaskId) -> Result<Vec<Artifact>, StoreError>;
+
+    /// Claims one queued task (oldest first) in one statement: status `running`, a new lease
+    /// until `now + lease_ttl`, `fence + 1`, `attempts + 1`, and a `task.claimed` event.
+    /// On Postgres this uses `FOR UPDATE SKIP LOCKED`, so concurrent claimers never collide.
+    async fn claim(
+        &self,
+        worker_id: &str,
+        now: DateTime<Utc>,
+        lease_ttl: Duration,
+    ) -> Result<Option<Claimed>, StoreError>;
+
+    /// Extends a held lease to `now + lease_ttl`.
+    async fn heartbeat(
+        &self,
+        lease: &Lease,
+        now: DateTime<Utc>,
+        lease_ttl: Duration,
+    ) -> Result<LeaseStatus, StoreError>;
+
+    /// Applies a [`Change`] if the lease still holds, in one transaction.
+    async fn commit(
+        &self,
+        lease: &Lease,
+        change: Change,
+        now: DateTime<Utc>,
+    ) -> Result<Commit, StoreError>;
+
+    /// Requeues every running task whose lease expired before `now`, each with a
+    /// `task.lease_expired` event; returns their ids. Also run at start-up: that is how tasks of
+    /// a crashed process resume.
+    async fn reap_expired(&self, now: DateTime<Utc>) -> Result<Vec<TaskId>, StoreError>;
+
+    async fn get_receipt(&self, idempotency_key: &str) -> Result<Option<ToolReceipt>, StoreError>;
+
+    /// Stores a receipt; if one already exists for the key, keeps and returns the first.
+    async fn put_receipt(
+        &self,
+        receipt: NewToolReceipt,
+        now: DateTime<Utc>,
+    ) -> Result<ToolReceipt, StoreError>;
+
+    /// Wake-up hints from this store (and, on Postgres, from every replica on the database).
+    fn subscribe(&self) -> broadcast::Receiver<Wakeup>;
+}

@@ -1,0 +1,1 @@
+//! Tool registry and HTTP tool client.

@@ -1,0 +1,1 @@
+//! The worker pool: permits, claims, heartbeats, the reaper.
