@@ -315,3 +315,14 @@ pub trait Store: Send + Sync + 'static {
     /// Wake-up hints from this store (and, on Postgres, from every replica on the database).
     fn subscribe(&self) -> broadcast::Receiver<Wakeup>;
 }
+
+/// Opens the store the configuration asks for: Postgres when `database_url` is set, else the
+/// embedded SQLite file. Does not migrate.
+pub async fn open(config: &crate::config::Config) -> Result<std::sync::Arc<dyn Store>, StoreError> {
+    Ok(match &config.database_url {
+        Some(url) => std::sync::Arc::new(
+            postgres::PgStore::connect(url.expose(), config.db_max_connections).await?,
+        ),
+        None => std::sync::Arc::new(sqlite::SqliteStore::open(&config.sqlite_path).await?),
+    })
+}

@@ -1,0 +1,60 @@
+//! Helpers shared by the integration tests: a fresh Postgres database per test and a temp-file
+//! SQLite, so tests never see each other's rows.
+#![allow(dead_code)]
+
+use sqlx::Connection;
+use std::path::PathBuf;
+
+/// The server tests create their databases on. Override with `CAIRN_TEST_PG_URL`.
+pub fn pg_admin_url() -> String {
+    std::env::var("CAIRN_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string())
+}
+
+/// A database created for one test; `drop_database` removes it (stale ones are named
+/// `cairn_test_*` and are swept by `.ci/run`).
+pub struct TestPg {
+    pub name: String,
+    pub url: String,
+}
+
+impl TestPg {
+    pub async fn create() -> TestPg {
+        let name = format!("cairn_test_{}", uuid::Uuid::now_v7().simple());
+        let admin = pg_admin_url();
+        let mut conn = sqlx::PgConnection::connect(&admin)
+            .await
+            .expect("connect to the test Postgres (is it running at 127.0.0.1:5432?)");
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut conn)
+            .await
+            .expect("create test database");
+        let base = admin.rsplit_once('/').map(|(base, _)| base).unwrap_or(&admin);
+        TestPg {
+            url: format!("{base}/{name}"),
+            name,
+        }
+    }
+
+    pub async fn drop_database(self) {
+        if let Ok(mut conn) = sqlx::PgConnection::connect(&pg_admin_url()).await {
+            let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name))
+                .execute(&mut conn)
+                .await;
+        }
+    }
+}
+
+/// A SQLite file in a temp dir that lives as long as the returned guard.
+pub struct TestSqlite {
+    pub dir: tempfile::TempDir,
+    pub path: PathBuf,
+}
+
+impl TestSqlite {
+    pub fn create() -> TestSqlite {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("cairn-test.db");
+        TestSqlite { dir, path }
+    }
+}
