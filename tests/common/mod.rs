@@ -25,11 +25,14 @@ impl TestPg {
         let mut conn = sqlx::PgConnection::connect(&admin)
             .await
             .expect("connect to the test Postgres (is it running at 127.0.0.1:5432?)");
-        sqlx::query(&format!("CREATE DATABASE {name}"))
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
             .execute(&mut conn)
             .await
             .expect("create test database");
-        let base = admin.rsplit_once('/').map(|(base, _)| base).unwrap_or(&admin);
+        let base = admin
+            .rsplit_once('/')
+            .map(|(base, _)| base)
+            .unwrap_or(&admin);
         TestPg {
             url: format!("{base}/{name}"),
             name,
@@ -38,9 +41,12 @@ impl TestPg {
 
     pub async fn drop_database(self) {
         if let Ok(mut conn) = sqlx::PgConnection::connect(&pg_admin_url()).await {
-            let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name))
-                .execute(&mut conn)
-                .await;
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            )))
+            .execute(&mut conn)
+            .await;
         }
     }
 }
