@@ -1,0 +1,127 @@
+//! Leases: claim, heartbeat and the reaper.
+//!
+//! Claim and reap are each a single statement (autocommit), so the row change, its event and
+//! the NOTIFY commit together without extra round trips. `FOR UPDATE SKIP LOCKED` lets any
+//! number of workers on any number of replicas claim at once: each skips rows another claimer
+//! has locked, and a row that stopped being `queued` while we waited is re-checked and skipped.
+
+use chrono::{DateTime, Duration, Utc};
+use sqlx::{PgPool, Row};
+
+use super::rows::{self, task_columns};
+use crate::domain::event::kinds;
+use crate::domain::task::{Lease, TaskId};
+use crate::store::{Claimed, LeaseStatus, StoreError};
+
+pub(super) async fn claim(
+    pool: &PgPool,
+    worker_id: &str,
+    now: DateTime<Utc>,
+    lease_ttl: Duration,
+) -> Result<Option<Claimed>, StoreError> {
+    // `pg_notify(..)::text` sits in the final SELECT because a SELECT-only CTE that nothing
+    // references is never evaluated; the cast turns its `void` into something decodable.
+    let row = sqlx::query(concat!(
+        "WITH picked AS ( \
+            SELECT id FROM tasks WHERE status = 'queued' ORDER BY id LIMIT 1 \
+            FOR UPDATE SKIP LOCKED \
+         ), claimed AS ( \
+            UPDATE tasks t SET status = 'running', claimed_by = $1, lease_expires_at = $3, \
+                fence = t.fence + 1, attempts = t.attempts + 1, last_seq = t.last_seq + 1, \
+                started_at = COALESCE(t.started_at, $2), updated_at = $2 \
+            FROM picked WHERE t.id = picked.id \
+            RETURNING t.* \
+         ), logged AS ( \
+            INSERT INTO events (task_id, seq, kind, data, created_at) \
+            SELECT id, last_seq, $4, \
+                jsonb_build_object('worker_id', claimed_by, 'fence', fence, \
+                    'attempt', attempts, 'lease_expires_at', lease_expires_at), $2 \
+            FROM claimed \
+         ) \
+         SELECT ",
+        task_columns!(),
+        ", state, fence, pg_notify('cairn_events', id::text || ':' || last_seq::text)::text \
+         FROM claimed"
+    ))
+    .bind(worker_id)
+    .bind(now)
+    .bind(now + lease_ttl)
+    .bind(kinds::TASK_CLAIMED)
+    .fetch_optional(pool)
+    .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let task = rows::task(&row)?;
+    Ok(Some(Claimed {
+        lease: Lease {
+            task_id: task.id,
+            worker_id: worker_id.to_string(),
+            fence: row.try_get("fence")?,
+        },
+        state: row.try_get("state")?,
+        task,
+    }))
+}
+
+pub(super) async fn heartbeat(
+    pool: &PgPool,
+    lease: &Lease,
+    now: DateTime<Utc>,
+    lease_ttl: Duration,
+) -> Result<LeaseStatus, StoreError> {
+    let updated = sqlx::query(
+        "UPDATE tasks SET lease_expires_at = $4 \
+         WHERE id = $1 AND claimed_by = $2 AND fence = $3 AND status = 'running'",
+    )
+    .bind(lease.task_id)
+    .bind(&lease.worker_id)
+    .bind(lease.fence)
+    .bind(now + lease_ttl)
+    .execute(pool)
+    .await?
+    .rows_affected();
+    Ok(if updated == 1 {
+        LeaseStatus::Held
+    } else {
+        LeaseStatus::Lost
+    })
+}
+
+/// Requeues every running task whose lease ended before `now`. The fence is left as is: the
+/// cleared `claimed_by` already refuses the old worker, and the next claim bumps the fence.
+pub(super) async fn reap_expired(
+    pool: &PgPool,
+    now: DateTime<Utc>,
+) -> Result<Vec<TaskId>, StoreError> {
+    let found = sqlx::query(
+        "WITH expired AS ( \
+            SELECT id, claimed_by, fence, lease_expires_at FROM tasks \
+            WHERE status = 'running' AND lease_expires_at < $1 \
+            ORDER BY id FOR UPDATE SKIP LOCKED \
+         ), requeued AS ( \
+            UPDATE tasks t SET status = 'queued', claimed_by = NULL, lease_expires_at = NULL, \
+                last_seq = t.last_seq + 1, updated_at = $1 \
+            FROM expired WHERE t.id = expired.id \
+            RETURNING t.id, t.last_seq, expired.claimed_by, expired.fence, \
+                expired.lease_expires_at \
+         ), logged AS ( \
+            INSERT INTO events (task_id, seq, kind, data, created_at) \
+            SELECT id, last_seq, $2, \
+                jsonb_build_object('worker_id', claimed_by, 'fence', fence, \
+                    'lease_expires_at', lease_expires_at), $1 \
+            FROM requeued \
+         ) \
+         SELECT id, pg_notify('cairn_events', id::text || ':' || last_seq::text)::text, \
+            pg_notify('cairn_tasks', '')::text \
+         FROM requeued ORDER BY id",
+    )
+    .bind(now)
+    .bind(kinds::TASK_LEASE_EXPIRED)
+    .fetch_all(pool)
+    .await?;
+    found
+        .iter()
+        .map(|row| row.try_get("id").map_err(StoreError::from))
+        .collect()
+}

@@ -1,0 +1,192 @@
+//! The Postgres store: production storage, and how cairn scales out.
+//!
+//! Many `cairn serve` replicas share one database. They never run one task at once because
+//! claiming is a single `FOR UPDATE SKIP LOCKED` statement that bumps the task's fence, and
+//! every worker write is checked against that fence ([`lease`], [`commit`]). They learn about
+//! each other's writes through `NOTIFY` ([`notify`]), as hints only.
+//!
+//! Layout: [`schema`] embeds the migrations, [`tasks`] serves the API's task rows, [`lease`]
+//! claims, heartbeats and reaps, [`commit`] applies fenced changes, [`history`] reads the
+//! append-only tables, [`rows`] maps rows to domain types. Every statement is a static string
+//! with bound parameters; every time comes from the caller.
+
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, Utc};
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+use tokio::sync::broadcast;
+
+use super::*;
+use crate::domain::event::Event;
+use crate::domain::task::{Lease, NewTask, Task, TaskId};
+
+mod commit;
+mod history;
+mod lease;
+mod notify;
+mod rows;
+mod schema;
+mod tasks;
+
+/// How many hints a slow subscriber may fall behind before it sees `Lagged` (and re-reads).
+const WAKEUP_CAPACITY: usize = 1024;
+/// How long a request waits for a pooled connection before failing instead of hanging.
+const ACQUIRE_TIMEOUT: StdDuration = StdDuration::from_secs(10);
+
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+    wakeups: broadcast::Sender<Wakeup>,
+    /// Shared by clones; the listener stops when the last clone is dropped.
+    _listener: Arc<notify::ListenerTask>,
+}
+
+impl PgStore {
+    /// Connects (and does not migrate) a pool of up to `max_connections` to `url`, plus one
+    /// dedicated connection that `LISTEN`s for wake-ups. The listener is subscribed before this
+    /// returns, so a hint committed afterwards by any replica reaches [`Store::subscribe`].
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Self, StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections.max(1))
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect(url)
+            .await?;
+        let listener = notify::listen(url).await?;
+        let (wakeups, _) = broadcast::channel(WAKEUP_CAPACITY);
+        let task = notify::spawn(url.to_string(), listener, wakeups.clone());
+        Ok(Self {
+            pool,
+            wakeups,
+            _listener: Arc::new(task),
+        })
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    fn backend(&self) -> Backend {
+        Backend::Postgres
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        schema::migrator().run(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn create_task(
+        &self,
+        new: NewTask,
+        idempotency: Option<IdempotencyClaim>,
+        now: DateTime<Utc>,
+    ) -> Result<Created, StoreError> {
+        tasks::create(&self.pool, new, idempotency, now).await
+    }
+
+    async fn get_task(&self, tenant_id: &str, id: TaskId) -> Result<Option<Task>, StoreError> {
+        tasks::get(&self.pool, tenant_id, id).await
+    }
+
+    async fn list_tasks(
+        &self,
+        tenant_id: &str,
+        query: &TaskQuery,
+    ) -> Result<Vec<Task>, StoreError> {
+        tasks::list(&self.pool, tenant_id, query).await
+    }
+
+    async fn cancel_task(
+        &self,
+        tenant_id: &str,
+        id: TaskId,
+        now: DateTime<Utc>,
+    ) -> Result<CancelOutcome, StoreError> {
+        tasks::cancel(&self.pool, tenant_id, id, now).await
+    }
+
+    async fn list_events(
+        &self,
+        task_id: TaskId,
+        after_seq: i64,
+        limit: i64,
+    ) -> Result<Vec<Event>, StoreError> {
+        history::events(&self.pool, task_id, after_seq, limit).await
+    }
+
+    async fn list_plan_versions(
+        &self,
+        task_id: TaskId,
+    ) -> Result<Vec<PlanVersionRecord>, StoreError> {
+        history::plan_versions(&self.pool, task_id).await
+    }
+
+    async fn get_plan_version(
+        &self,
+        task_id: TaskId,
+        version: i32,
+    ) -> Result<Option<PlanVersionRecord>, StoreError> {
+        history::plan_version(&self.pool, task_id, version).await
+    }
+
+    async fn list_ledger_entries(&self, task_id: TaskId) -> Result<Vec<LedgerEntry>, StoreError> {
+        history::ledger_entries(&self.pool, task_id).await
+    }
+
+    async fn list_artifacts(&self, task_id: TaskId) -> Result<Vec<Artifact>, StoreError> {
+        history::artifacts(&self.pool, task_id).await
+    }
+
+    async fn claim(
+        &self,
+        worker_id: &str,
+        now: DateTime<Utc>,
+        lease_ttl: Duration,
+    ) -> Result<Option<Claimed>, StoreError> {
+        lease::claim(&self.pool, worker_id, now, lease_ttl).await
+    }
+
+    async fn heartbeat(
+        &self,
+        lease: &Lease,
+        now: DateTime<Utc>,
+        lease_ttl: Duration,
+    ) -> Result<LeaseStatus, StoreError> {
+        lease::heartbeat(&self.pool, lease, now, lease_ttl).await
+    }
+
+    async fn commit(
+        &self,
+        lease: &Lease,
+        change: Change,
+        now: DateTime<Utc>,
+    ) -> Result<Commit, StoreError> {
+        commit::commit(&self.pool, lease, change, now).await
+    }
+
+    async fn reap_expired(&self, now: DateTime<Utc>) -> Result<Vec<TaskId>, StoreError> {
+        lease::reap_expired(&self.pool, now).await
+    }
+
+    async fn get_receipt(&self, idempotency_key: &str) -> Result<Option<ToolReceipt>, StoreError> {
+        history::receipt(&self.pool, idempotency_key).await
+    }
+
+    async fn put_receipt(
+        &self,
+        receipt: NewToolReceipt,
+        now: DateTime<Utc>,
+    ) -> Result<ToolReceipt, StoreError> {
+        history::put_receipt(&self.pool, receipt, now).await
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<Wakeup> {
+        self.wakeups.subscribe()
+    }
+}

@@ -1,0 +1,188 @@
+//! Wake-up hints across replicas: `NOTIFY` on commit, one `LISTEN`ing connection per store.
+//!
+//! Writers call `pg_notify` inside the transaction that commits the change, so Postgres
+//! delivers the hint only if (and right after) the rows are visible. A background task owns a
+//! [`PgListener`] on both channels and forwards parsed hints to a broadcast channel. Hints can
+//! be lost (a dropped connection, a lagging receiver); readers re-read rows after the last `seq`
+//! they saw, and after every reconnect the listener emits [`Wakeup::TaskRunnable`] so idle
+//! workers poll once for anything missed while it was deaf.
+
+use std::time::Duration;
+
+use sqlx::PgConnection;
+use sqlx::postgres::{PgListener, PgNotification};
+use tokio::sync::broadcast;
+use tokio::task::JoinHandle;
+
+use crate::domain::task::TaskId;
+use crate::store::{StoreError, Wakeup};
+
+/// Payload `<task_id>:<last_seq>`: events up to `last_seq` were committed for the task.
+pub(super) const EVENTS_CHANNEL: &str = "cairn_events";
+/// Empty payload: a task became claimable.
+pub(super) const TASKS_CHANNEL: &str = "cairn_tasks";
+
+const BACKOFF_START: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// Queues the events hint in the current transaction (delivered at commit).
+pub(super) async fn events(
+    conn: &mut PgConnection,
+    task_id: TaskId,
+    last_seq: i64,
+) -> Result<(), StoreError> {
+    sqlx::query("SELECT pg_notify($1, $2)::text")
+        .bind(EVENTS_CHANNEL)
+        .bind(format!("{task_id}:{last_seq}"))
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Queues the "a task is claimable" hint in the current transaction.
+pub(super) async fn tasks(conn: &mut PgConnection) -> Result<(), StoreError> {
+    sqlx::query("SELECT pg_notify($1, '')::text")
+        .bind(TASKS_CHANNEL)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Turns a notification into a hint; `None` for anything this version does not understand.
+pub(super) fn parse(channel: &str, payload: &str) -> Option<Wakeup> {
+    match channel {
+        TASKS_CHANNEL => Some(Wakeup::TaskRunnable),
+        EVENTS_CHANNEL => {
+            let (task_id, last_seq) = payload.split_once(':')?;
+            Some(Wakeup::Events {
+                task_id: task_id.parse().ok()?,
+                last_seq: last_seq.parse().ok()?,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Connects a listener and subscribes it to both channels.
+pub(super) async fn listen(url: &str) -> Result<PgListener, StoreError> {
+    let mut listener = PgListener::connect(url).await?;
+    listener.listen_all([EVENTS_CHANNEL, TASKS_CHANNEL]).await?;
+    Ok(listener)
+}
+
+/// Aborts the listener task when the last handle to the store goes away.
+#[derive(Debug)]
+pub(super) struct ListenerTask(JoinHandle<()>);
+
+impl Drop for ListenerTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Spawns the task that forwards notifications from `listener` (already listening) to `tx`,
+/// reconnecting with capped exponential backoff whenever the connection fails.
+pub(super) fn spawn(
+    url: String,
+    listener: PgListener,
+    tx: broadcast::Sender<Wakeup>,
+) -> ListenerTask {
+    ListenerTask(tokio::spawn(run(url, listener, tx)))
+}
+
+async fn run(url: String, first: PgListener, tx: broadcast::Sender<Wakeup>) {
+    let mut listener = Some(first);
+    let mut backoff = BACKOFF_START;
+    loop {
+        let mut current = match listener.take() {
+            Some(current) => current,
+            None => match listen(&url).await {
+                Ok(fresh) => {
+                    tracing::info!("postgres listener reconnected");
+                    backoff = BACKOFF_START;
+                    // Hints sent while we were disconnected are gone: tell idle workers to poll.
+                    let _ = tx.send(Wakeup::TaskRunnable);
+                    fresh
+                }
+                Err(error) => {
+                    tracing::warn!(%error, retry_in_ms = backoff.as_millis() as u64, "postgres listener cannot connect");
+                    tokio::time::sleep(jittered(backoff)).await;
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                    continue;
+                }
+            },
+        };
+        match forward(&mut current, &tx).await {
+            // The connection dropped but the listener is still usable: sqlx re-listens on the
+            // next receive. Hints may have been missed in between.
+            Ok(()) => {
+                tracing::warn!("postgres listener connection lost; re-listening");
+                let _ = tx.send(Wakeup::TaskRunnable);
+                listener = Some(current);
+            }
+            Err(error) => {
+                tracing::warn!(%error, "postgres listener failed; reconnecting");
+                tokio::time::sleep(jittered(backoff)).await;
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+            }
+        }
+    }
+}
+
+/// Forwards notifications until the connection is lost (`Ok`) or fails (`Err`).
+async fn forward(
+    listener: &mut PgListener,
+    tx: &broadcast::Sender<Wakeup>,
+) -> Result<(), sqlx::Error> {
+    while let Some(notification) = listener.try_recv().await? {
+        publish(&notification, tx);
+    }
+    Ok(())
+}
+
+fn publish(notification: &PgNotification, tx: &broadcast::Sender<Wakeup>) {
+    match parse(notification.channel(), notification.payload()) {
+        // No receivers is normal (nobody follows this task); nothing to do.
+        Some(wakeup) => {
+            let _ = tx.send(wakeup);
+        }
+        None => tracing::warn!(
+            channel = notification.channel(),
+            payload = notification.payload(),
+            "ignoring an unparseable notification"
+        ),
+    }
+}
+
+/// Spreads reconnect attempts of many replicas after a database restart.
+fn jittered(base: Duration) -> Duration {
+    let jitter = fastrand::u64(0..=base.as_millis() as u64 / 2);
+    base + Duration::from_millis(jitter)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_event_hints() {
+        let id = uuid::Uuid::now_v7();
+        assert_eq!(
+            parse(EVENTS_CHANNEL, &format!("{id}:42")),
+            Some(Wakeup::Events {
+                task_id: id,
+                last_seq: 42
+            })
+        );
+        assert_eq!(parse(TASKS_CHANNEL, ""), Some(Wakeup::TaskRunnable));
+    }
+
+    #[test]
+    fn rejects_malformed_hints() {
+        assert_eq!(parse(EVENTS_CHANNEL, "not-a-uuid:1"), None);
+        assert_eq!(parse(EVENTS_CHANNEL, "no-separator"), None);
+        let id = uuid::Uuid::now_v7();
+        assert_eq!(parse(EVENTS_CHANNEL, &format!("{id}:x")), None);
+        assert_eq!(parse("other", ""), None);
+    }
+}

@@ -1,0 +1,47 @@
+//! The Postgres migrations, compiled into the binary.
+//!
+//! A container image ships only the executable, so the SQL files are embedded with
+//! `include_str!` rather than read from `migrations/postgres/` at run time (and without sqlx's
+//! `macros` feature, which would slow every build). sqlx records each applied version with its
+//! checksum and takes an advisory lock, so replicas starting together migrate once.
+
+use std::borrow::Cow;
+
+use sqlx::SqlSafeStr;
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+
+/// `(version, description, sql)`, in order. Append new files here; never edit an applied one.
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "initial",
+    include_str!("../../../migrations/postgres/0001_initial.sql"),
+)];
+
+pub(super) fn migrator() -> Migrator {
+    Migrator::with_migrations(
+        MIGRATIONS
+            .iter()
+            .map(|&(version, description, sql)| {
+                Migration::new(
+                    version,
+                    Cow::Borrowed(description),
+                    MigrationType::Simple,
+                    sql.into_sql_str(),
+                    false,
+                )
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_unique_and_increasing() {
+        let versions: Vec<i64> = MIGRATIONS.iter().map(|(version, _, _)| *version).collect();
+        assert!(versions.windows(2).all(|pair| pair[0] < pair[1]));
+        assert_eq!(migrator().iter().count(), MIGRATIONS.len());
+    }
+}

@@ -1,0 +1,145 @@
+//! Wake-ups across replicas: two PgStores on one database stand in for two `cairn serve`
+//! processes; what one commits reaches the other's subscription, also after its listening
+//! connection was killed.
+
+mod common;
+
+use std::time::Duration as StdDuration;
+
+use cairn::domain::event::{NewEvent, kinds};
+use cairn::domain::task::{Budget, DEFAULT_TENANT, NewTask, Strategy};
+use cairn::store::postgres::PgStore;
+use cairn::store::{Change, Commit, Store, Wakeup};
+use chrono::{Duration, Utc};
+use serde_json::json;
+use sqlx::Connection;
+use tokio::sync::broadcast::{self, error::RecvError};
+use uuid::Uuid;
+
+/// Generous: a hint normally arrives in milliseconds; this only bounds a failing test.
+const WAIT: StdDuration = StdDuration::from_secs(15);
+
+fn new_task() -> NewTask {
+    NewTask {
+        id: Uuid::now_v7(),
+        tenant_id: DEFAULT_TENANT.to_string(),
+        goal: "notify".to_string(),
+        strategy: Strategy::Direct,
+        budget: Budget {
+            tokens: 100,
+            tool_calls: 1,
+            wall_ms: 1_000,
+        },
+        metadata: json!({}),
+    }
+}
+
+/// Receives until a hint matches, or fails after [`WAIT`]. Lag only loses hints, so it is
+/// skipped like any non-matching hint.
+async fn wait_for(rx: &mut broadcast::Receiver<Wakeup>, want: impl Fn(&Wakeup) -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Err(_) => panic!("no matching wake-up within {WAIT:?}"),
+            Ok(Ok(wakeup)) if want(&wakeup) => return,
+            Ok(Ok(_)) | Ok(Err(RecvError::Lagged(_))) => {}
+            Ok(Err(RecvError::Closed)) => panic!("wake-up channel closed"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn events_committed_on_one_replica_wake_the_other() {
+    let db = common::TestPg::create().await;
+    let a = PgStore::connect(&db.url, 4).await.expect("connect a");
+    let b = PgStore::connect(&db.url, 4).await.expect("connect b");
+    a.migrate().await.expect("migrate");
+    let mut on_b = b.subscribe();
+
+    let task = a
+        .create_task(new_task(), None, Utc::now())
+        .await
+        .expect("create")
+        .task;
+    wait_for(&mut on_b, |w| *w == Wakeup::TaskRunnable).await;
+
+    let claimed = a
+        .claim("worker-a", Utc::now(), Duration::seconds(30))
+        .await
+        .expect("claim")
+        .expect("task");
+    let change = Change {
+        events: vec![NewEvent::new(kinds::ENGINE_STEP, json!({ "n": 1 }))],
+        ..Change::default()
+    };
+    let Commit::Applied { last_seq, .. } = a
+        .commit(&claimed.lease, change, Utc::now())
+        .await
+        .expect("commit")
+    else {
+        panic!("lease lost on a fresh claim");
+    };
+    assert_eq!(last_seq, 3);
+    wait_for(&mut on_b, |w| {
+        *w == Wakeup::Events {
+            task_id: task.id,
+            last_seq,
+        }
+    })
+    .await;
+    // The hint is only a pointer: B reads the rows itself.
+    let events = b.list_events(task.id, 2, 10).await.expect("events");
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].data, json!({ "n": 1 }));
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn listener_reconnects_after_its_connection_is_killed() {
+    let db = common::TestPg::create().await;
+    let a = PgStore::connect(&db.url, 4).await.expect("connect a");
+    let b = PgStore::connect(&db.url, 4).await.expect("connect b");
+    a.migrate().await.expect("migrate");
+    let mut on_b = b.subscribe();
+
+    // Kill every listening session on this database (A's and B's).
+    let mut admin = sqlx::PgConnection::connect(&db.url).await.expect("admin");
+    let killed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND query LIKE 'LISTEN%') AS t",
+    )
+    .fetch_one(&mut admin)
+    .await
+    .expect("terminate listeners");
+    assert_eq!(killed, 2, "one listening session per store");
+
+    // B announces the gap so idle workers poll once ...
+    wait_for(&mut on_b, |w| *w == Wakeup::TaskRunnable).await;
+    // ... and hears new commits once it is listening again. The listener re-subscribes on its
+    // own schedule, so keep committing until one hint gets through (bounded by WAIT).
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let task = a
+            .create_task(new_task(), None, Utc::now())
+            .await
+            .expect("create")
+            .task;
+        let heard = tokio::time::timeout(StdDuration::from_millis(500), async {
+            wait_for(
+                &mut on_b,
+                |w| matches!(w, Wakeup::Events { task_id, last_seq: 1 } if *task_id == task.id),
+            )
+            .await
+        })
+        .await;
+        if heard.is_ok() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "B never heard a commit after reconnecting"
+        );
+    }
+    drop(admin);
+    db.drop_database().await;
+}
