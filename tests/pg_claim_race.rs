@@ -10,7 +10,8 @@ use cairn::domain::event::{NewEvent, kinds};
 use cairn::domain::task::{Budget, DEFAULT_TENANT, Lease, NewTask, Strategy, TaskStatus};
 use cairn::store::postgres::PgStore;
 use cairn::store::{
-    CancelOutcome, Change, Commit, IdempotencyClaim, LeaseStatus, NewLedgerEntry, Store, StoreError,
+    CancelOutcome, Change, Commit, IdempotencyClaim, LeaseStatus, NewArtifact, NewLedgerEntry,
+    NewPlanVersion, Store, StoreError,
 };
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::json;
@@ -307,6 +308,17 @@ async fn terminal_commit_and_release_clear_the_lease() {
     let finish = Change {
         status: Some(TaskStatus::Succeeded),
         result: Some(json!({ "answer": 42 })),
+        plan_version: Some(NewPlanVersion {
+            version: 1,
+            reason: "initial".to_string(),
+            caused_by_seq: Some(2),
+            plan: json!({ "milestones": [] }),
+        }),
+        artifacts: vec![NewArtifact {
+            milestone_id: "m1".to_string(),
+            name: "answer".to_string(),
+            value: json!(42),
+        }],
         events: vec![NewEvent::new(kinds::TASK_SUCCEEDED, json!({}))],
         ..Change::default()
     };
@@ -329,6 +341,26 @@ async fn terminal_commit_and_release_clear_the_lease() {
     assert_eq!(task.status, TaskStatus::Succeeded);
     assert_eq!(task.finished_at, Some(end));
     assert_eq!(task.result, Some(json!({ "answer": 42 })));
+    assert_eq!(task.plan_version, Some(1));
+    let plan = store
+        .get_plan_version(done.id, 1)
+        .await
+        .expect("plan")
+        .expect("version 1 stored");
+    assert_eq!(
+        (plan.reason.as_str(), plan.caused_by_seq),
+        ("initial", Some(2))
+    );
+    assert_eq!(
+        store.list_plan_versions(done.id).await.expect("plans"),
+        vec![plan]
+    );
+    let artifacts = store.list_artifacts(done.id).await.expect("artifacts");
+    assert_eq!(artifacts.len(), 1);
+    assert_eq!(
+        (artifacts[0].name.as_str(), &artifacts[0].value),
+        ("answer", &json!(42))
+    );
     // A finished task is never reaped, however late it gets.
     assert!(
         store

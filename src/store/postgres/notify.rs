@@ -17,6 +17,9 @@ use tokio::task::JoinHandle;
 use crate::domain::task::TaskId;
 use crate::store::{StoreError, Wakeup};
 
+// Most writers call `pg_notify` inside their single statement, spelling these names in SQL;
+// keep them in step.
+
 /// Payload `<task_id>:<last_seq>`: events up to `last_seq` were committed for the task.
 pub(super) const EVENTS_CHANNEL: &str = "cairn_events";
 /// Empty payload: a task became claimable.
@@ -34,15 +37,6 @@ pub(super) async fn events(
     sqlx::query("SELECT pg_notify($1, $2)::text")
         .bind(EVENTS_CHANNEL)
         .bind(format!("{task_id}:{last_seq}"))
-        .execute(conn)
-        .await?;
-    Ok(())
-}
-
-/// Queues the "a task is claimable" hint in the current transaction.
-pub(super) async fn tasks(conn: &mut PgConnection) -> Result<(), StoreError> {
-    sqlx::query("SELECT pg_notify($1, '')::text")
-        .bind(TASKS_CHANNEL)
         .execute(conn)
         .await?;
     Ok(())

@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{PgExecutor, PgPool, Row};
 
 use super::notify;
 use super::rows::{self, task_columns};
@@ -20,32 +20,36 @@ pub(super) async fn create(
     idempotency: Option<IdempotencyClaim>,
     now: DateTime<Utc>,
 ) -> Result<Created, StoreError> {
+    let Some(claim) = idempotency else {
+        // One statement, its own transaction: the common path is one round trip.
+        let task = insert_task(pool, &new, now).await?;
+        return Ok(Created {
+            task,
+            created: true,
+        });
+    };
     let mut tx = pool.begin().await?;
-    let task = insert_task(&mut tx, &new, now).await?;
-    if let Some(claim) = &idempotency {
-        // Inserted after the task so the foreign key holds. A concurrent transaction holding
-        // the same key makes this statement wait for it; if it commits, we fall through to
-        // DO NOTHING, roll back our task and answer with theirs.
-        let claimed = sqlx::query(
-            "INSERT INTO idempotency_keys (tenant_id, key, request_hash, task_id, created_at) \
-             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant_id, key) DO NOTHING",
-        )
-        .bind(&new.tenant_id)
-        .bind(&claim.key)
-        .bind(&claim.request_hash)
-        .bind(new.id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected()
-            == 1;
-        if !claimed {
-            tx.rollback().await?;
-            return replay(pool, &new.tenant_id, claim).await;
-        }
+    let task = insert_task(&mut *tx, &new, now).await?;
+    // Inserted after the task so the foreign key holds. A concurrent transaction holding the
+    // same key makes this statement wait for it; if that one commits, we fall through to DO
+    // NOTHING, roll back our task (and its queued NOTIFYs) and answer with theirs.
+    let claimed = sqlx::query(
+        "INSERT INTO idempotency_keys (tenant_id, key, request_hash, task_id, created_at) \
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant_id, key) DO NOTHING",
+    )
+    .bind(&new.tenant_id)
+    .bind(&claim.key)
+    .bind(&claim.request_hash)
+    .bind(new.id)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    if !claimed {
+        tx.rollback().await?;
+        return replay(pool, &new.tenant_id, &claim).await;
     }
-    notify::events(&mut tx, task.id, task.last_seq).await?;
-    notify::tasks(&mut tx).await?;
     tx.commit().await?;
     Ok(Created {
         task,
@@ -53,17 +57,25 @@ pub(super) async fn create(
     })
 }
 
-/// Inserts the queued task and its `task.created` event (seq 1).
-async fn insert_task(
-    conn: &mut PgConnection,
+/// Inserts the queued task, its `task.created` event (seq 1) and both wake-up hints.
+async fn insert_task<'c>(
+    executor: impl PgExecutor<'c>,
     new: &NewTask,
     now: DateTime<Utc>,
 ) -> Result<Task, StoreError> {
     let row = sqlx::query(concat!(
-        "INSERT INTO tasks (id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, \
-         budget_wall_ms, metadata, status, created_at, updated_at, last_seq) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', $9, $9, 1) RETURNING ",
-        task_columns!()
+        "WITH created AS ( \
+            INSERT INTO tasks (id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, \
+                budget_wall_ms, metadata, status, created_at, updated_at, last_seq) \
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', $9, $9, 1) RETURNING * \
+         ), logged AS ( \
+            INSERT INTO events (task_id, seq, kind, data, created_at) \
+            SELECT id, 1, $10, $11, $9 FROM created \
+         ) \
+         SELECT ",
+        task_columns!(),
+        ", pg_notify('cairn_events', id::text || ':1')::text, \
+         pg_notify('cairn_tasks', '')::text FROM created"
     ))
     .bind(new.id)
     .bind(&new.tenant_id)
@@ -74,23 +86,15 @@ async fn insert_task(
     .bind(rows::bigint(new.budget.wall_ms, "budget.wall_ms")?)
     .bind(&new.metadata)
     .bind(now)
-    .fetch_one(&mut *conn)
-    .await?;
-    let task = rows::task(&row)?;
-    sqlx::query(
-        "INSERT INTO events (task_id, seq, kind, data, created_at) VALUES ($1, 1, $2, $3, $4)",
-    )
-    .bind(task.id)
     .bind(kinds::TASK_CREATED)
     .bind(json!({
         "goal": new.goal,
         "strategy": new.strategy,
         "budget": new.budget,
     }))
-    .bind(now)
-    .execute(&mut *conn)
+    .fetch_one(executor)
     .await?;
-    Ok(task)
+    rows::task(&row)
 }
 
 /// The key was taken by an earlier (now committed) request: same body -> its task, otherwise
