@@ -1,0 +1,66 @@
+//! The reaper: requeues tasks whose lease expired, so a dead or stuck worker never strands a task.
+//!
+//! Its first pass runs as soon as it starts. That pass is what resumes the tasks of a crashed
+//! process on restart; later passes catch leases that expire while this process runs (another
+//! replica died, or a worker stopped heartbeating). Requeueing bumps nothing a live worker
+//! relies on except the lease itself: the next claim bumps the fence, so the old holder's
+//! writes are refused from then on.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::clock::Clock;
+use crate::domain::task::TaskId;
+use crate::store::{Store, StoreError};
+
+#[derive(Clone)]
+pub struct ReaperParams {
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub interval: Duration,
+}
+
+/// A running reaper; [`Reaper::stop`] ends it.
+pub struct Reaper {
+    stop: watch::Sender<bool>,
+    handle: JoinHandle<()>,
+}
+
+/// One pass: requeues every lease expired at the clock's current time.
+pub async fn reap_once(store: &dyn Store, clock: &dyn Clock) -> Result<Vec<TaskId>, StoreError> {
+    let reaped = store.reap_expired(clock.now()).await?;
+    for task_id in &reaped {
+        tracing::info!(%task_id, "lease expired; task requeued");
+    }
+    Ok(reaped)
+}
+
+impl Reaper {
+    /// Starts the loop; the first pass runs immediately.
+    pub fn start(params: ReaperParams) -> Reaper {
+        let (stop, mut stopped) = watch::channel(false);
+        let handle = tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(params.interval);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = ticks.tick() => {
+                        if let Err(error) = reap_once(params.store.as_ref(), params.clock.as_ref()).await {
+                            tracing::warn!(%error, "reaper pass failed; retrying next interval");
+                        }
+                    }
+                    _ = super::raised(&mut stopped) => break,
+                }
+            }
+        });
+        Reaper { stop, handle }
+    }
+
+    pub async fn stop(self) {
+        self.stop.send_replace(true);
+        let _ = self.handle.await;
+    }
+}
