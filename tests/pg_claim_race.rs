@@ -44,8 +44,12 @@ fn new_task(goal: &str) -> NewTask {
     }
 }
 
+/// One connection per claimer sharing the pool, and no more: tests of all engineers share the
+/// server's connection limit.
 async fn store(url: &str) -> PgStore {
-    PgStore::connect(url, 8).await.expect("connect")
+    PgStore::connect(url, (CLAIMERS / STORES) as u32)
+        .await
+        .expect("connect")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
