@@ -34,14 +34,14 @@ fn new_task() -> NewTask {
     }
 }
 
-/// Receives until a hint matches, or fails after [`WAIT`]. Lag only loses hints, so it is
-/// skipped like any non-matching hint.
-async fn wait_for(rx: &mut broadcast::Receiver<Wakeup>, want: impl Fn(&Wakeup) -> bool) {
+/// Receives until a hint matches and returns it, or fails after [`WAIT`]. Lag only loses
+/// hints, so it is skipped like any non-matching hint.
+async fn wait_for(rx: &mut broadcast::Receiver<Wakeup>, want: impl Fn(&Wakeup) -> bool) -> Wakeup {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         match tokio::time::timeout_at(deadline, rx.recv()).await {
             Err(_) => panic!("no matching wake-up within {WAIT:?}"),
-            Ok(Ok(wakeup)) if want(&wakeup) => return,
+            Ok(Ok(wakeup)) if want(&wakeup) => return wakeup,
             Ok(Ok(_)) | Ok(Err(RecvError::Lagged(_))) => {}
             Ok(Err(RecvError::Closed)) => panic!("wake-up channel closed"),
         }
@@ -141,5 +141,50 @@ async fn listener_reconnects_after_its_connection_is_killed() {
         );
     }
     drop(admin);
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn a_reap_on_one_replica_wakes_idle_workers_on_the_other() {
+    let db = common::TestPg::create().await;
+    let a = PgStore::connect(&db.url, 4).await.expect("connect a");
+    let b = PgStore::connect(&db.url, 4).await.expect("connect b");
+    a.migrate().await.expect("migrate");
+    let start = Utc::now();
+    let ttl = Duration::seconds(30);
+    let task = a
+        .create_task(new_task(), None, start)
+        .await
+        .expect("create")
+        .task;
+    a.claim("worker-a", start, ttl)
+        .await
+        .expect("claim")
+        .expect("task");
+    // Subscribe only now, so the TaskRunnable from the creation cannot satisfy the wait below.
+    let mut on_b = b.subscribe();
+
+    let reaped = a
+        .reap_expired(start + ttl + Duration::seconds(1))
+        .await
+        .expect("reap");
+    assert_eq!(reaped, vec![task.id]);
+    // created (1), claimed (2), lease_expired (3); the two hints may come in either order.
+    let expired = Wakeup::Events {
+        task_id: task.id,
+        last_seq: 3,
+    };
+    let mut pending = vec![Wakeup::TaskRunnable, expired];
+    while !pending.is_empty() {
+        let got = wait_for(&mut on_b, |w| pending.contains(w)).await;
+        pending.retain(|w| *w != got);
+    }
+    let claimed = b
+        .claim("worker-b", start + ttl + Duration::seconds(2), ttl)
+        .await
+        .expect("claim")
+        .expect("the requeued task is claimable on B");
+    assert_eq!(claimed.task.id, task.id);
+    assert_eq!(claimed.lease.fence, 2);
     db.drop_database().await;
 }
