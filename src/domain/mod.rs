@@ -4,5 +4,8 @@
 //! keeps; plans, milestones, checks, the ledger and the gate describe what the engine decides.
 //! This is the most unit- and property-tested part of cairn.
 
+pub mod check;
 pub mod event;
+pub mod plan;
 pub mod task;
+pub mod validate;

@@ -1,0 +1,494 @@
+//! Acceptance checks: the condition that proves a milestone is done, and its evaluation.
+//!
+//! A check a program can evaluate (a non-empty artifact, an artifact matching a JSON Schema, a
+//! command's exit code) is far stronger evidence than a model's opinion, so every outcome carries
+//! its [`Evidence`] and a `verifier` verdict is recorded as the weaker kind.
+//!
+//! Evaluation is pure: cairn never runs a shell or a model from here. The engine walks
+//! [`Check::leaves`], performs the `command` leaves through the registered runner tool and the
+//! `verifier` leaves through the verifier model, and hands their raw outputs to [`evaluate`] by
+//! leaf index. Artifact and schema leaves are decided from the artifacts alone.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+/// Deepest nesting of `all` accepted from a planner; deeper is a sign of a confused model.
+pub const MAX_CHECK_DEPTH: usize = 4;
+
+/// The condition that proves a milestone is done. Wire shape: `{"type": ..., ...}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Check {
+    /// The named artifact exists (and, with `non_empty`, is not null, "", [] or {}).
+    Artifact {
+        name: String,
+        #[serde(default = "default_true")]
+        non_empty: bool,
+    },
+    /// The named artifact validates against a JSON Schema.
+    Schema {
+        artifact: String,
+        #[schema(value_type = Object)]
+        schema: Value,
+    },
+    /// A registered runner tool is called with `args`; its output's `exit_code` must match.
+    Command {
+        tool: String,
+        #[serde(default = "empty_object")]
+        #[schema(value_type = Object)]
+        args: Value,
+        #[serde(default)]
+        exit_code: i64,
+    },
+    /// The `verifier` model judges the outcome: weaker evidence, recorded as such.
+    Verifier { prompt: String },
+    /// Every inner check must pass.
+    All {
+        #[schema(no_recursion)]
+        checks: Vec<Check>,
+    },
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
+/// How much a passing outcome can be trusted. Ordered weakest first.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Evidence {
+    /// A model's verdict.
+    Verifier,
+    /// A program decided: artifact presence, schema validation, exit code.
+    Programmatic,
+}
+
+/// What the engine obtained for one external leaf of a check.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExternalResult {
+    /// The runner tool's `output` (expected to carry `exit_code`).
+    Command(Value),
+    /// The verifier model's parsed output: `{"verdict": "pass"|"fail", "reason": ...}`.
+    Verdict(Value),
+    /// The call could not be made or failed; the leaf fails with this reason.
+    Unavailable(String),
+}
+
+/// The result of evaluating a check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CheckOutcome {
+    pub passed: bool,
+    /// The weakest evidence any leaf contributed.
+    pub evidence: Evidence,
+    /// Why it failed, one line per failing leaf (empty when passed).
+    pub failures: Vec<String>,
+}
+
+impl Check {
+    /// The non-`all` checks, depth first. Their positions are the leaf indices [`evaluate`]
+    /// expects external results under.
+    pub fn leaves(&self) -> Vec<&Check> {
+        let mut out = Vec::new();
+        self.collect_leaves(&mut out);
+        out
+    }
+
+    fn collect_leaves<'a>(&'a self, out: &mut Vec<&'a Check>) {
+        match self {
+            Check::All { checks } => checks.iter().for_each(|c| c.collect_leaves(out)),
+            leaf => out.push(leaf),
+        }
+    }
+
+    /// True for leaves the engine must perform (a runner tool or the verifier model).
+    pub fn is_external(&self) -> bool {
+        matches!(self, Check::Command { .. } | Check::Verifier { .. })
+    }
+
+    /// Runner tools named by `command` leaves, for the registered-tools rule.
+    pub fn command_tools(&self) -> Vec<&str> {
+        self.leaves()
+            .into_iter()
+            .filter_map(|leaf| match leaf {
+                Check::Command { tool, .. } => Some(tool.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Structural problems, phrased for the planner: empty names, a schema that does not
+    /// compile, an empty `all`, nesting deeper than [`MAX_CHECK_DEPTH`].
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        self.collect_problems(1, &mut out);
+        out
+    }
+
+    fn collect_problems(&self, depth: usize, out: &mut Vec<String>) {
+        match self {
+            Check::Artifact { name, .. } if name.trim().is_empty() => {
+                out.push("artifact check needs a non-empty \"name\"".into())
+            }
+            Check::Schema { artifact, schema } => {
+                if artifact.trim().is_empty() {
+                    out.push("schema check needs a non-empty \"artifact\"".into());
+                }
+                if let Err(err) = jsonschema::validator_for(schema) {
+                    out.push(format!(
+                        "schema check has an invalid JSON Schema: {}",
+                        super::validate::short(&err.to_string())
+                    ));
+                }
+            }
+            Check::Command { tool, args, .. } => {
+                if tool.trim().is_empty() {
+                    out.push("command check needs a runner \"tool\"".into());
+                }
+                if !args.is_object() {
+                    out.push("command check \"args\" must be an object".into());
+                }
+            }
+            Check::Verifier { prompt } if prompt.trim().is_empty() => {
+                out.push("verifier check needs a non-empty \"prompt\"".into())
+            }
+            Check::All { checks } => {
+                if checks.is_empty() {
+                    out.push("\"all\" check needs at least one inner check".into());
+                } else if depth >= MAX_CHECK_DEPTH {
+                    out.push(format!("checks nest deeper than {MAX_CHECK_DEPTH} levels"));
+                } else {
+                    checks
+                        .iter()
+                        .for_each(|c| c.collect_problems(depth + 1, out));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Evaluates `check` against the milestone's artifacts and the engine's external results
+/// (keyed by leaf index, see [`Check::leaves`]). A missing external result fails its leaf.
+pub fn evaluate(
+    check: &Check,
+    artifacts: &BTreeMap<String, Value>,
+    external: &BTreeMap<usize, ExternalResult>,
+) -> CheckOutcome {
+    let mut failures = Vec::new();
+    let mut evidence = Evidence::Programmatic;
+    for (index, leaf) in check.leaves().into_iter().enumerate() {
+        if matches!(leaf, Check::Verifier { .. }) {
+            evidence = Evidence::Verifier;
+        }
+        if let Err(reason) = evaluate_leaf(leaf, artifacts, external.get(&index)) {
+            failures.push(reason);
+        }
+    }
+    CheckOutcome {
+        passed: failures.is_empty(),
+        evidence,
+        failures,
+    }
+}
+
+fn evaluate_leaf(
+    leaf: &Check,
+    artifacts: &BTreeMap<String, Value>,
+    external: Option<&ExternalResult>,
+) -> Result<(), String> {
+    match leaf {
+        Check::Artifact { name, non_empty } => match artifacts.get(name) {
+            None => Err(format!("artifact {name:?} was not produced")),
+            Some(value) if *non_empty && is_empty(value) => {
+                Err(format!("artifact {name:?} is empty"))
+            }
+            Some(_) => Ok(()),
+        },
+        Check::Schema { artifact, schema } => {
+            let value = artifacts
+                .get(artifact)
+                .ok_or_else(|| format!("artifact {artifact:?} was not produced"))?;
+            let validator = jsonschema::validator_for(schema)
+                .map_err(|err| format!("invalid JSON Schema: {err}"))?;
+            match validator.iter_errors(value).next() {
+                None => Ok(()),
+                Some(err) => Err(format!(
+                    "artifact {artifact:?} does not match its schema at {:?}: {}",
+                    err.instance_path.to_string(),
+                    super::validate::short(&err.to_string())
+                )),
+            }
+        }
+        Check::Command {
+            tool, exit_code, ..
+        } => match external {
+            Some(ExternalResult::Command(output)) => {
+                match output.get("exit_code").and_then(Value::as_i64) {
+                    Some(code) if code == *exit_code => Ok(()),
+                    Some(code) => Err(format!("{tool} exited with {code}, expected {exit_code}")),
+                    None => Err(format!("{tool} output has no integer \"exit_code\"")),
+                }
+            }
+            Some(ExternalResult::Unavailable(reason)) => Err(format!(
+                "{tool} could not run: {}",
+                super::validate::short(reason)
+            )),
+            _ => Err(format!("command check via {tool} was not run")),
+        },
+        Check::Verifier { .. } => match external {
+            Some(ExternalResult::Verdict(output)) => match parse_verdict(output) {
+                Ok((true, _)) => Ok(()),
+                Ok((false, reason)) => Err(format!("verifier said fail: {reason}")),
+                Err(reason) => Err(reason),
+            },
+            Some(ExternalResult::Unavailable(reason)) => Err(format!(
+                "verifier unavailable: {}",
+                super::validate::short(reason)
+            )),
+            _ => Err("verifier check was not run".into()),
+        },
+        // `leaves` never yields `all`; an empty one cannot pass.
+        Check::All { .. } => Err("empty \"all\" check".into()),
+    }
+}
+
+/// Reads `{"verdict": "pass"|"fail", "reason": "..."}` as (passed, reason).
+pub fn parse_verdict(output: &Value) -> Result<(bool, String), String> {
+    let reason = output
+        .get("reason")
+        .and_then(Value::as_str)
+        .map(super::validate::short)
+        .unwrap_or_default();
+    match output.get("verdict").and_then(Value::as_str) {
+        Some("pass") => Ok((true, reason)),
+        Some("fail") => Ok((false, reason)),
+        _ => Err("verifier output has no \"verdict\" of \"pass\" or \"fail\"".into()),
+    }
+}
+
+fn is_empty(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::String(s) => s.trim().is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::Bool(_) | Value::Number(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn check(value: Value) -> Check {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn artifacts(pairs: &[(&str, Value)]) -> BTreeMap<String, Value> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn wire_shapes_round_trip() {
+        for value in [
+            json!({"type": "artifact", "name": "usage_list", "non_empty": true}),
+            json!({"type": "schema", "artifact": "report", "schema": {"type": "object"}}),
+            json!({"type": "command", "tool": "run", "args": {"cmd": "make test"}, "exit_code": 0}),
+            json!({"type": "verifier", "prompt": "Is the summary faithful?"}),
+            json!({"type": "all", "checks": [{"type": "verifier", "prompt": "p"}]}),
+        ] {
+            assert_eq!(serde_json::to_value(check(value.clone())).unwrap(), value);
+        }
+        // Defaults: non_empty true, args {}, exit_code 0.
+        assert_eq!(
+            check(json!({"type": "artifact", "name": "x"})),
+            Check::Artifact {
+                name: "x".into(),
+                non_empty: true
+            }
+        );
+        assert_eq!(
+            check(json!({"type": "command", "tool": "run"})),
+            Check::Command {
+                tool: "run".into(),
+                args: json!({}),
+                exit_code: 0
+            }
+        );
+        assert!(serde_json::from_value::<Check>(json!({"type": "vibes"})).is_err());
+    }
+
+    #[test]
+    fn artifact_checks_need_presence_and_content() {
+        let c = check(json!({"type": "artifact", "name": "usage_list", "non_empty": true}));
+        let none = BTreeMap::new();
+        let outcome = evaluate(&c, &artifacts(&[]), &none);
+        assert!(!outcome.passed);
+        assert_eq!(
+            outcome.failures,
+            vec!["artifact \"usage_list\" was not produced"]
+        );
+        for empty in [json!(null), json!(""), json!([]), json!({})] {
+            assert!(!evaluate(&c, &artifacts(&[("usage_list", empty)]), &none).passed);
+        }
+        let ok = evaluate(&c, &artifacts(&[("usage_list", json!(["a.py"]))]), &none);
+        assert_eq!(
+            ok,
+            CheckOutcome {
+                passed: true,
+                evidence: Evidence::Programmatic,
+                failures: vec![]
+            }
+        );
+        let lax = check(json!({"type": "artifact", "name": "x", "non_empty": false}));
+        assert!(evaluate(&lax, &artifacts(&[("x", json!([]))]), &none).passed);
+    }
+
+    #[test]
+    fn schema_checks_validate_the_artifact() {
+        let c = check(json!({"type": "schema", "artifact": "report",
+            "schema": {"type": "object", "required": ["files"],
+                       "properties": {"files": {"type": "array", "minItems": 1}}}}));
+        let none = BTreeMap::new();
+        assert!(
+            evaluate(
+                &c,
+                &artifacts(&[("report", json!({"files": ["a"]}))]),
+                &none
+            )
+            .passed
+        );
+        let bad = evaluate(&c, &artifacts(&[("report", json!({"files": []}))]), &none);
+        assert!(!bad.passed);
+        assert!(bad.failures[0].contains("/files"), "{:?}", bad.failures);
+        assert!(!evaluate(&c, &artifacts(&[]), &none).passed);
+    }
+
+    #[test]
+    fn command_checks_compare_the_exit_code() {
+        let c = check(
+            json!({"type": "command", "tool": "run", "args": {"cmd": "make test"}, "exit_code": 0}),
+        );
+        let a = artifacts(&[]);
+        let with = |r: ExternalResult| evaluate(&c, &a, &BTreeMap::from([(0, r)]));
+        assert!(
+            with(ExternalResult::Command(
+                json!({"exit_code": 0, "stdout": "ok"})
+            ))
+            .passed
+        );
+        assert_eq!(
+            with(ExternalResult::Command(json!({"exit_code": 2}))).failures,
+            vec!["run exited with 2, expected 0"]
+        );
+        assert!(!with(ExternalResult::Command(json!({"stdout": "?"}))).passed);
+        assert!(!with(ExternalResult::Unavailable("timeout".into())).passed);
+        assert!(!evaluate(&c, &a, &BTreeMap::new()).passed);
+    }
+
+    #[test]
+    fn verifier_verdicts_are_weaker_evidence() {
+        let c = check(json!({"type": "all", "checks": [
+            {"type": "artifact", "name": "summary"},
+            {"type": "verifier", "prompt": "Is the summary faithful?"}
+        ]}));
+        assert_eq!(c.leaves().len(), 2);
+        assert!(c.leaves()[1].is_external() && !c.leaves()[0].is_external());
+        let a = artifacts(&[("summary", json!("text"))]);
+        let pass = evaluate(
+            &c,
+            &a,
+            &BTreeMap::from([(
+                1,
+                ExternalResult::Verdict(json!({"verdict": "pass", "reason": "fine"})),
+            )]),
+        );
+        assert!(pass.passed);
+        assert_eq!(pass.evidence, Evidence::Verifier);
+        let fail = evaluate(
+            &c,
+            &a,
+            &BTreeMap::from([(
+                1,
+                ExternalResult::Verdict(json!({"verdict": "fail", "reason": "invents a file"})),
+            )]),
+        );
+        assert_eq!(fail.failures, vec!["verifier said fail: invents a file"]);
+        let garbled = evaluate(
+            &c,
+            &a,
+            &BTreeMap::from([(1, ExternalResult::Verdict(json!({"ok": true})))]),
+        );
+        assert!(!garbled.passed);
+    }
+
+    #[test]
+    fn all_needs_every_leaf() {
+        let c = check(json!({"type": "all", "checks": [
+            {"type": "artifact", "name": "a"},
+            {"type": "all", "checks": [{"type": "artifact", "name": "b"}]}
+        ]}));
+        assert!(!evaluate(&c, &artifacts(&[("a", json!(1))]), &BTreeMap::new()).passed);
+        assert!(
+            evaluate(
+                &c,
+                &artifacts(&[("a", json!(1)), ("b", json!(2))]),
+                &BTreeMap::new()
+            )
+            .passed
+        );
+    }
+
+    #[test]
+    fn problems_are_reported_for_the_planner() {
+        assert!(
+            check(json!({"type": "artifact", "name": "x"}))
+                .problems()
+                .is_empty()
+        );
+        assert_eq!(
+            check(json!({"type": "artifact", "name": " "}))
+                .problems()
+                .len(),
+            1
+        );
+        assert_eq!(
+            check(json!({"type": "all", "checks": []})).problems().len(),
+            1
+        );
+        assert_eq!(
+            check(json!({"type": "verifier", "prompt": ""}))
+                .problems()
+                .len(),
+            1
+        );
+        let bad_schema = check(json!({"type": "schema", "artifact": "r", "schema": {"type": 12}}));
+        assert!(bad_schema.problems()[0].contains("invalid JSON Schema"));
+        let bad_args = check(json!({"type": "command", "tool": "run", "args": [1]}));
+        assert_eq!(
+            bad_args.problems(),
+            vec!["command check \"args\" must be an object"]
+        );
+        let mut deep = check(json!({"type": "artifact", "name": "x"}));
+        for _ in 0..MAX_CHECK_DEPTH {
+            deep = Check::All { checks: vec![deep] };
+        }
+        assert!(deep.problems()[0].contains("nest deeper"));
+        let nested = check(json!({"type": "all", "checks": [
+            {"type": "command", "tool": "run"}, {"type": "command", "tool": "sh"}]}));
+        assert_eq!(nested.command_tools(), vec!["run", "sh"]);
+    }
+}

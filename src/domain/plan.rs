@@ -1,0 +1,354 @@
+//! Plans as data: milestones with dependencies, acceptance checks and effort, steps per milestone.
+//!
+//! The strategic planner commits only to milestones (what must be true, and how a program can
+//! tell); the tactical planner attaches steps to one milestone just before it runs. Keeping the
+//! plan as typed data rather than prose lets the runtime choose ready milestones, refuse invalid
+//! plans, version them and resume them. The serde shapes here are the wire format shared with the
+//! planners and the simulator, so field names must not drift.
+//!
+//! Parsing is lenient about extra fields (models add them) but strict about the ones that matter:
+//! [`Plan::from_value`] reports a missing check or effort as a [`PlanError`] the planner can act
+//! on, instead of an opaque deserialisation error.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::check::Check;
+use super::validate::PlanError;
+
+/// Where a milestone is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MilestoneStatus {
+    #[default]
+    Pending,
+    Active,
+    Done,
+    Failed,
+    Skipped,
+}
+
+/// Where a step is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    #[default]
+    Pending,
+    Running,
+    Done,
+    Failed,
+}
+
+/// One tool call the tactical planner proposed and the executor may perform.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Step {
+    pub id: String,
+    pub tool: String,
+    /// Arguments sent to the tool as `{"args": ...}`; validated against the tool's schema.
+    #[serde(default = "empty_object")]
+    #[schema(value_type = Object)]
+    pub args: Value,
+    /// What the step should produce, so the monitor can tell whether it did.
+    #[serde(default)]
+    pub expected_output: String,
+    #[serde(default)]
+    pub status: StepStatus,
+    /// How many times this step has been tried (L1 retries raise it).
+    #[serde(default)]
+    pub attempt: u32,
+}
+
+fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
+/// The tactical planner's output for one milestone: `{"steps": [...]}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct StepList {
+    pub steps: Vec<Step>,
+}
+
+/// One unit of the strategic plan: a state of the world a check can confirm.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Milestone {
+    pub id: String,
+    pub title: String,
+    #[serde(default)]
+    pub depends_on: Vec<String>,
+    /// Estimated effort; the milestone's budget share is proportional to it.
+    pub effort: u32,
+    /// Tools the tactical planner may use for this milestone.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// The stated outcome, given to the verifier and to the tactical planner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// The condition that proves the milestone is done.
+    pub accept: Check,
+    #[serde(default)]
+    pub status: MilestoneStatus,
+    /// Attached only while the milestone is (or was) active.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<Step>,
+}
+
+/// The strategic planner's output, and the body of every plan version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Plan {
+    pub milestones: Vec<Milestone>,
+}
+
+impl Plan {
+    /// Parses a planner's JSON output. Shape problems become [`PlanError`]s phrased for the
+    /// planner (which field of which milestone), at most `max_errors` of them. The result still
+    /// needs [`super::validate::validate`].
+    pub fn from_value(value: &Value, max_errors: usize) -> Result<Plan, Vec<PlanError>> {
+        let Some(items) = value.get("milestones").and_then(Value::as_array) else {
+            return Err(vec![PlanError::Malformed {
+                at: "plan".into(),
+                message: "expected an object with a \"milestones\" array".into(),
+            }]);
+        };
+        let mut errors = Vec::new();
+        let mut milestones = Vec::with_capacity(items.len());
+        for (index, item) in items.iter().enumerate() {
+            let at = item
+                .get("id")
+                .and_then(Value::as_str)
+                .map(super::validate::short)
+                .unwrap_or_else(|| format!("milestones[{index}]"));
+            let before = errors.len();
+            if !item.is_object() {
+                errors.push(PlanError::Malformed {
+                    at: at.clone(),
+                    message: "expected an object".into(),
+                });
+                continue;
+            }
+            if item.get("accept").is_none_or(Value::is_null) {
+                errors.push(PlanError::MissingCheck {
+                    milestone: at.clone(),
+                });
+            }
+            if item.get("effort").is_none_or(Value::is_null) {
+                errors.push(PlanError::MissingEffort {
+                    milestone: at.clone(),
+                });
+            }
+            if errors.len() > before {
+                continue;
+            }
+            match serde_json::from_value::<Milestone>(item.clone()) {
+                Ok(milestone) => milestones.push(milestone),
+                Err(err) => errors.push(PlanError::Malformed {
+                    at,
+                    message: super::validate::short(&err.to_string()),
+                }),
+            }
+        }
+        if errors.is_empty() {
+            Ok(Plan { milestones })
+        } else {
+            errors.truncate(max_errors.max(1));
+            Err(errors)
+        }
+    }
+
+    pub fn milestone(&self, id: &str) -> Option<&Milestone> {
+        self.milestones.iter().find(|m| m.id == id)
+    }
+
+    pub fn milestone_mut(&mut self, id: &str) -> Option<&mut Milestone> {
+        self.milestones.iter_mut().find(|m| m.id == id)
+    }
+
+    /// Pending milestones whose dependencies are all done, in plan order. Independent ready
+    /// milestones may run in parallel.
+    pub fn ready(&self) -> Vec<&Milestone> {
+        let done: BTreeSet<&str> = self
+            .milestones
+            .iter()
+            .filter(|m| m.status == MilestoneStatus::Done)
+            .map(|m| m.id.as_str())
+            .collect();
+        self.milestones
+            .iter()
+            .filter(|m| m.status == MilestoneStatus::Pending)
+            .filter(|m| m.depends_on.iter().all(|dep| done.contains(dep.as_str())))
+            .collect()
+    }
+
+    /// True when every milestone is done. Plan completion is not goal completion: the engine
+    /// still runs the goal-level verifier.
+    pub fn all_done(&self) -> bool {
+        self.milestones
+            .iter()
+            .all(|m| m.status == MilestoneStatus::Done)
+    }
+
+    /// Milestone ids in an order where every milestone comes after its dependencies (Kahn's
+    /// algorithm, ties broken by plan order so the order is stable). `None` when the
+    /// dependencies are unknown or cyclic; [`super::validate::validate`] says which.
+    pub fn topological_order(&self) -> Option<Vec<&str>> {
+        let index: BTreeMap<&str, usize> = self
+            .milestones
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.id.as_str(), i))
+            .collect();
+        if index.len() != self.milestones.len() {
+            return None;
+        }
+        let mut indegree = vec![0usize; self.milestones.len()];
+        let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); self.milestones.len()];
+        for (i, milestone) in self.milestones.iter().enumerate() {
+            for dep in &milestone.depends_on {
+                let &d = index.get(dep.as_str())?;
+                indegree[i] += 1;
+                dependents[d].push(i);
+            }
+        }
+        // A BTreeSet of plan positions acts as a priority queue for the stable tie-break.
+        let mut ready: BTreeSet<usize> =
+            (0..indegree.len()).filter(|&i| indegree[i] == 0).collect();
+        let mut order = Vec::with_capacity(self.milestones.len());
+        while let Some(i) = ready.pop_first() {
+            order.push(self.milestones[i].id.as_str());
+            for &j in &dependents[i] {
+                indegree[j] -= 1;
+                if indegree[j] == 0 {
+                    ready.insert(j);
+                }
+            }
+        }
+        (order.len() == self.milestones.len()).then_some(order)
+    }
+
+    /// `(id, effort)` of every milestone, the input of [`super::ledger::Ledger::allocate`].
+    pub fn shares(&self) -> Vec<(String, u32)> {
+        self.milestones
+            .iter()
+            .map(|m| (m.id.clone(), m.effort))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    pub(crate) fn worked_example() -> Value {
+        json!({"milestones": [
+            {"id": "m1", "title": "Find every usage of db.url", "depends_on": [], "effort": 1,
+             "tools": ["search"], "outcome": "list of files that read db.url",
+             "accept": {"type": "artifact", "name": "usage_list", "non_empty": true}},
+            {"id": "m2", "title": "Patch service A", "depends_on": ["m1"], "effort": 2,
+             "tools": ["edit_file", "run"],
+             "accept": {"type": "command", "tool": "run", "args": {"cmd": "make test", "cwd": "a"}, "exit_code": 0}},
+            {"id": "m3", "title": "Patch service B", "depends_on": ["m1"], "effort": 2,
+             "tools": ["edit_file", "run"],
+             "accept": {"type": "command", "tool": "run", "args": {"cmd": "make test", "cwd": "b"}, "exit_code": 0}},
+            {"id": "m4", "title": "Patch service C", "depends_on": ["m1"], "effort": 2,
+             "tools": ["edit_file", "run"],
+             "accept": {"type": "command", "tool": "run", "args": {"cmd": "make test", "cwd": "c"}, "exit_code": 0}}
+        ]})
+    }
+
+    #[test]
+    fn parses_the_shared_shape_and_round_trips() {
+        let plan = Plan::from_value(&worked_example(), 10).unwrap();
+        assert_eq!(plan.milestones.len(), 4);
+        assert_eq!(plan.milestones[0].status, MilestoneStatus::Pending);
+        assert_eq!(plan.milestones[1].depends_on, vec!["m1"]);
+        let back = serde_json::to_value(&plan).unwrap();
+        // Defaults are written out; the given fields survive unchanged.
+        assert_eq!(
+            back["milestones"][1]["accept"],
+            worked_example()["milestones"][1]["accept"]
+        );
+        assert_eq!(back["milestones"][0]["status"], "pending");
+        assert!(back["milestones"][0].get("steps").is_none());
+        assert_eq!(Plan::from_value(&back, 10).unwrap(), plan);
+    }
+
+    #[test]
+    fn missing_check_and_effort_are_named_per_milestone() {
+        let value = json!({"milestones": [
+            {"id": "a", "title": "t", "effort": 1},
+            {"id": "b", "title": "t", "accept": {"type": "verifier", "prompt": "ok?"}},
+            {"title": "no id", "effort": "two", "accept": {"type": "verifier", "prompt": "p"}}
+        ]});
+        let errors = Plan::from_value(&value, 10).unwrap_err();
+        assert_eq!(
+            errors[0],
+            PlanError::MissingCheck {
+                milestone: "a".into()
+            }
+        );
+        assert_eq!(
+            errors[1],
+            PlanError::MissingEffort {
+                milestone: "b".into()
+            }
+        );
+        assert!(matches!(&errors[2], PlanError::Malformed { at, .. } if at == "milestones[2]"));
+        assert!(errors[2].to_string().contains("milestones[2]"));
+        assert!(Plan::from_value(&json!({"steps": []}), 10).is_err());
+        assert_eq!(Plan::from_value(&value, 1).unwrap_err().len(), 1);
+    }
+
+    #[test]
+    fn ready_follows_dependencies_and_status() {
+        let mut plan = Plan::from_value(&worked_example(), 10).unwrap();
+        let ids = |plan: &Plan| {
+            plan.ready()
+                .iter()
+                .map(|m| m.id.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids(&plan), vec!["m1"]);
+        plan.milestone_mut("m1").unwrap().status = MilestoneStatus::Active;
+        assert!(ids(&plan).is_empty());
+        plan.milestone_mut("m1").unwrap().status = MilestoneStatus::Done;
+        assert_eq!(ids(&plan), vec!["m2", "m3", "m4"]);
+        assert!(!plan.all_done());
+        for m in &mut plan.milestones {
+            m.status = MilestoneStatus::Done;
+        }
+        assert!(plan.all_done());
+        assert!(ids(&plan).is_empty());
+    }
+
+    #[test]
+    fn topological_order_is_stable_and_refuses_cycles() {
+        let mut plan = Plan::from_value(&worked_example(), 10).unwrap();
+        // Put m1 last in the list: the order still starts with it.
+        plan.milestones.rotate_left(1);
+        assert_eq!(
+            plan.topological_order().unwrap(),
+            vec!["m1", "m2", "m3", "m4"]
+        );
+        plan.milestone_mut("m1").unwrap().depends_on = vec!["m4".into()];
+        assert!(plan.topological_order().is_none());
+        plan.milestone_mut("m1").unwrap().depends_on = vec!["nope".into()];
+        assert!(plan.topological_order().is_none());
+    }
+
+    #[test]
+    fn steps_parse_with_defaults() {
+        let list: StepList = serde_json::from_value(json!({"steps": [
+            {"id": "m2.s1", "tool": "edit_file",
+             "args": {"path": "a/config.py", "find": "db.url", "replace": "db.dsn"},
+             "expected_output": "file patched"},
+            {"id": "m2.s2", "tool": "run"}
+        ]}))
+        .unwrap();
+        assert_eq!(list.steps[0].status, StepStatus::Pending);
+        assert_eq!(list.steps[0].attempt, 0);
+        assert_eq!(list.steps[1].args, json!({}));
+    }
+}

@@ -1,0 +1,444 @@
+//! Plan validation: a plan is checked by the runtime before anything runs.
+//!
+//! A model's plan is a hypothesis, so correctness that can be decided mechanically (ids,
+//! dependencies, cycles, checks, budget shares, registered tools) is decided here rather than
+//! trusted. Errors are short and say what to change, because they are sent back to the planner
+//! verbatim (bounded by [`PlanLimits::max_errors`] and [`feedback`]).
+//!
+//! Three gates live here: [`validate`] for a strategic plan, [`validate_steps`] for a tactical
+//! step list, and [`carry_over`] for an L3 replan, which must keep every finished milestone.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use super::plan::{Milestone, MilestoneStatus, Plan, Step};
+
+/// Longest text (ids, messages) echoed back inside an error.
+const SHORT: usize = 120;
+
+/// Truncates text for an error message on a character boundary.
+pub fn short(text: &str) -> String {
+    match text.char_indices().nth(SHORT) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+/// The names of the tools an operator registered. Planners may only use these.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KnownTools {
+    names: BTreeSet<String>,
+}
+
+impl KnownTools {
+    pub fn new<I, S>(names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            names: names.into_iter().map(Into::into).collect(),
+        }
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.names.contains(name)
+    }
+
+    /// Up to ten names, for an error message that tells the planner what it may use.
+    fn sample(&self) -> Vec<String> {
+        self.names.iter().take(10).cloned().collect()
+    }
+}
+
+/// Bounds on what a planner may propose and on how much is said back to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanLimits {
+    pub max_milestones: usize,
+    pub max_steps: usize,
+    pub max_errors: usize,
+}
+
+impl Default for PlanLimits {
+    fn default() -> Self {
+        Self {
+            max_milestones: 20,
+            max_steps: 20,
+            max_errors: 10,
+        }
+    }
+}
+
+/// Why a plan was refused. `Display` is the message sent back to the planner.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("{at}: {message}")]
+    Malformed { at: String, message: String },
+    #[error("the plan has no milestones; add at least one")]
+    Empty,
+    #[error("the plan has {count} milestones; use at most {max}")]
+    TooManyMilestones { count: usize, max: usize },
+    #[error("milestones[{index}] has an empty id; give every milestone a unique id")]
+    EmptyId { index: usize },
+    #[error("milestone id {id:?} is used more than once; ids must be unique")]
+    DuplicateId { id: String },
+    #[error("milestone {milestone} depends on itself; remove {milestone} from its depends_on")]
+    SelfDependency { milestone: String },
+    #[error("milestone {milestone} depends on unknown milestone {dependency:?}")]
+    UnknownDependency {
+        milestone: String,
+        dependency: String,
+    },
+    #[error("dependency cycle {}; remove one of these dependencies", .path.join(" -> "))]
+    Cycle {
+        /// Each milestone depends on the next; the last repeats the first.
+        path: Vec<String>,
+    },
+    #[error(
+        "milestone {milestone} has no accept check; add one (artifact, schema, command, verifier or all)"
+    )]
+    MissingCheck { milestone: String },
+    #[error("milestone {milestone} has an invalid accept check: {reason}")]
+    InvalidCheck { milestone: String, reason: String },
+    #[error("milestone {milestone} has no effort; give it a positive integer effort")]
+    MissingEffort { milestone: String },
+    #[error("milestone {milestone} has effort 0; effort must be a positive integer")]
+    ZeroEffort { milestone: String },
+    #[error("milestone {milestone} lists no tools; name the registered tools it may use")]
+    NoTools { milestone: String },
+    #[error("milestone {milestone} uses unknown tool {tool:?}; registered tools: {}", .registered.join(", "))]
+    UnknownTool {
+        milestone: String,
+        tool: String,
+        registered: Vec<String>,
+    },
+    #[error("milestone {milestone}'s command check uses unknown tool {tool:?}; registered tools: {}", .registered.join(", "))]
+    UnknownCheckTool {
+        milestone: String,
+        tool: String,
+        registered: Vec<String>,
+    },
+    #[error("finished milestone {milestone} was dropped; keep it unchanged in the new plan")]
+    DroppedDoneMilestone { milestone: String },
+    #[error(
+        "finished milestone {milestone} changed its {field}; keep it unchanged in the new plan"
+    )]
+    RewroteDoneMilestone {
+        milestone: String,
+        field: &'static str,
+    },
+    #[error("finished milestone {milestone} cannot depend on unfinished milestone {dependency}")]
+    DoneDependsOnUnfinished {
+        milestone: String,
+        dependency: String,
+    },
+}
+
+/// Why a tactical step list was refused. `Display` is sent back to the tactical planner.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StepError {
+    #[error("the step list is empty; propose at least one step")]
+    Empty,
+    #[error("{count} steps proposed; use at most {max}")]
+    TooMany { count: usize, max: usize },
+    #[error("steps[{index}] has an empty id")]
+    EmptyId { index: usize },
+    #[error("step id {id:?} is used more than once")]
+    DuplicateId { id: String },
+    #[error("step {step} uses tool {tool:?}, which this milestone does not allow; allowed: {}", .allowed.join(", "))]
+    ToolNotAllowed {
+        step: String,
+        tool: String,
+        allowed: Vec<String>,
+    },
+    #[error("step {step} args must be a JSON object")]
+    ArgsNotObject { step: String },
+}
+
+/// Joins errors into one bounded message for the planner.
+pub fn feedback<E: fmt::Display>(errors: &[E], max_errors: usize) -> String {
+    let mut lines: Vec<String> = errors
+        .iter()
+        .take(max_errors)
+        .enumerate()
+        .map(|(i, e)| format!("{}. {}", i + 1, e))
+        .collect();
+    if errors.len() > max_errors {
+        lines.push(format!("({} more not shown)", errors.len() - max_errors));
+    }
+    lines.join("\n")
+}
+
+/// Validates a strategic plan with the default [`PlanLimits`].
+pub fn validate(plan: &Plan, tools: &KnownTools) -> Result<(), Vec<PlanError>> {
+    validate_with(plan, tools, &PlanLimits::default())
+}
+
+/// Validates a strategic plan: at least one and at most `max_milestones` milestones, unique
+/// non-empty ids, known dependencies without self-references or cycles, a well-formed check and
+/// a positive effort on every milestone, and only registered tools. At most `max_errors` errors.
+pub fn validate_with(
+    plan: &Plan,
+    tools: &KnownTools,
+    limits: &PlanLimits,
+) -> Result<(), Vec<PlanError>> {
+    let mut errors = Vec::new();
+    if plan.milestones.is_empty() {
+        errors.push(PlanError::Empty);
+    }
+    if plan.milestones.len() > limits.max_milestones {
+        errors.push(PlanError::TooManyMilestones {
+            count: plan.milestones.len(),
+            max: limits.max_milestones,
+        });
+    }
+    let mut seen = BTreeSet::new();
+    for (index, m) in plan.milestones.iter().enumerate() {
+        if m.id.trim().is_empty() {
+            errors.push(PlanError::EmptyId { index });
+        } else if !seen.insert(m.id.as_str()) {
+            errors.push(PlanError::DuplicateId { id: short(&m.id) });
+        }
+    }
+    for m in &plan.milestones {
+        milestone_errors(m, &seen, tools, &mut errors);
+    }
+    errors.extend(find_cycles(plan, limits.max_errors));
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        errors.truncate(limits.max_errors.max(1));
+        Err(errors)
+    }
+}
+
+fn milestone_errors(
+    m: &Milestone,
+    ids: &BTreeSet<&str>,
+    tools: &KnownTools,
+    errors: &mut Vec<PlanError>,
+) {
+    let id = short(&m.id);
+    for dep in &m.depends_on {
+        if dep == &m.id {
+            errors.push(PlanError::SelfDependency {
+                milestone: id.clone(),
+            });
+        } else if !ids.contains(dep.as_str()) {
+            errors.push(PlanError::UnknownDependency {
+                milestone: id.clone(),
+                dependency: short(dep),
+            });
+        }
+    }
+    if m.effort == 0 {
+        errors.push(PlanError::ZeroEffort {
+            milestone: id.clone(),
+        });
+    }
+    if m.tools.is_empty() {
+        errors.push(PlanError::NoTools {
+            milestone: id.clone(),
+        });
+    }
+    for tool in &m.tools {
+        if !tools.contains(tool) {
+            errors.push(PlanError::UnknownTool {
+                milestone: id.clone(),
+                tool: short(tool),
+                registered: tools.sample(),
+            });
+        }
+    }
+    for reason in m.accept.problems() {
+        errors.push(PlanError::InvalidCheck {
+            milestone: id.clone(),
+            reason,
+        });
+    }
+    for tool in m.accept.command_tools() {
+        if !tool.trim().is_empty() && !tools.contains(tool) {
+            errors.push(PlanError::UnknownCheckTool {
+                milestone: id.clone(),
+                tool: short(tool),
+                registered: tools.sample(),
+            });
+        }
+    }
+}
+
+/// Depth-first search over "depends on" edges; every back edge closes a cycle, reported as the
+/// path from the milestone it returns to. Self and unknown edges are reported elsewhere.
+fn find_cycles(plan: &Plan, max: usize) -> Vec<PlanError> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        OnStack,
+        Finished,
+    }
+    let index: BTreeMap<&str, usize> = plan
+        .milestones
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.id.as_str(), i))
+        .collect();
+    let edges: Vec<Vec<usize>> = plan
+        .milestones
+        .iter()
+        .map(|m| {
+            m.depends_on
+                .iter()
+                .filter(|d| **d != m.id)
+                .filter_map(|d| index.get(d.as_str()).copied())
+                .collect()
+        })
+        .collect();
+    let mut marks = vec![Mark::New; edges.len()];
+    let mut cycles = Vec::new();
+    for root in 0..edges.len() {
+        if marks[root] != Mark::New {
+            continue;
+        }
+        // Iterative DFS: (node, next edge to follow); `stack` doubles as the current path.
+        let mut stack: Vec<(usize, usize)> = vec![(root, 0)];
+        marks[root] = Mark::OnStack;
+        while let Some(&mut (node, ref mut next)) = stack.last_mut() {
+            if let Some(&dep) = edges[node].get(*next) {
+                *next += 1;
+                match marks[dep] {
+                    Mark::New => {
+                        marks[dep] = Mark::OnStack;
+                        stack.push((dep, 0));
+                    }
+                    Mark::OnStack if cycles.len() < max => {
+                        let start = stack.iter().position(|&(n, _)| n == dep).unwrap_or(0);
+                        let mut path: Vec<String> = stack[start..]
+                            .iter()
+                            .map(|&(n, _)| short(&plan.milestones[n].id))
+                            .collect();
+                        path.push(short(&plan.milestones[dep].id));
+                        cycles.push(PlanError::Cycle { path });
+                    }
+                    _ => {}
+                }
+            } else {
+                marks[node] = Mark::Finished;
+                stack.pop();
+            }
+        }
+    }
+    cycles
+}
+
+/// Validates a tactical step list for `milestone`: non-empty, bounded, unique ids, object args,
+/// and only tools the milestone allows.
+pub fn validate_steps(
+    steps: &[Step],
+    milestone: &Milestone,
+    limits: &PlanLimits,
+) -> Result<(), Vec<StepError>> {
+    let mut errors = Vec::new();
+    if steps.is_empty() {
+        errors.push(StepError::Empty);
+    }
+    if steps.len() > limits.max_steps {
+        errors.push(StepError::TooMany {
+            count: steps.len(),
+            max: limits.max_steps,
+        });
+    }
+    let mut seen = BTreeSet::new();
+    for (index, step) in steps.iter().enumerate() {
+        if step.id.trim().is_empty() {
+            errors.push(StepError::EmptyId { index });
+        } else if !seen.insert(step.id.as_str()) {
+            errors.push(StepError::DuplicateId {
+                id: short(&step.id),
+            });
+        }
+        if !milestone.tools.contains(&step.tool) {
+            errors.push(StepError::ToolNotAllowed {
+                step: short(&step.id),
+                tool: short(&step.tool),
+                allowed: milestone.tools.iter().take(10).cloned().collect(),
+            });
+        }
+        if !step.args.is_object() {
+            errors.push(StepError::ArgsNotObject {
+                step: short(&step.id),
+            });
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        errors.truncate(limits.max_errors.max(1));
+        Err(errors)
+    }
+}
+
+/// Accepts an L3 replan only if it keeps every finished milestone of `old` (same id, title and
+/// check, no dependency on unfinished work), and returns the plan to store: finished milestones
+/// carried over as done with their steps (their artifacts stay attached by id), every other
+/// milestone pending with no steps, whatever statuses the planner wrote.
+pub fn carry_over(old: &Plan, new: &Plan) -> Result<Plan, Vec<PlanError>> {
+    let mut errors = Vec::new();
+    let done: BTreeMap<&str, &Milestone> = old
+        .milestones
+        .iter()
+        .filter(|m| m.status == MilestoneStatus::Done)
+        .map(|m| (m.id.as_str(), m))
+        .collect();
+    for (id, kept) in &done {
+        match new.milestone(id) {
+            None => errors.push(PlanError::DroppedDoneMilestone {
+                milestone: short(id),
+            }),
+            Some(m) => {
+                if m.title != kept.title {
+                    errors.push(PlanError::RewroteDoneMilestone {
+                        milestone: short(id),
+                        field: "title",
+                    });
+                }
+                if m.accept != kept.accept {
+                    errors.push(PlanError::RewroteDoneMilestone {
+                        milestone: short(id),
+                        field: "accept",
+                    });
+                }
+                for dep in m
+                    .depends_on
+                    .iter()
+                    .filter(|d| !done.contains_key(d.as_str()))
+                {
+                    errors.push(PlanError::DoneDependsOnUnfinished {
+                        milestone: short(id),
+                        dependency: short(dep),
+                    });
+                }
+            }
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let mut merged = new.clone();
+    for m in &mut merged.milestones {
+        match done.get(m.id.as_str()) {
+            Some(kept) => {
+                m.status = MilestoneStatus::Done;
+                m.steps = kept.steps.clone();
+            }
+            None => {
+                m.status = MilestoneStatus::Pending;
+                m.steps.clear();
+            }
+        }
+    }
+    Ok(merged)
+}
+
+#[cfg(test)]
+#[path = "validate_tests.rs"]
+mod tests;
