@@ -1,1 +1,140 @@
-//! Application state and the router (built in the HTTP foundation work).
+//! Application state, the router and the server.
+//!
+//! [`router`] is the whole HTTP surface: the `/v1` resources from [`crate::http`], health and
+//! the OpenAPI document, plus the layers that keep the error policy of [`crate::error`] true
+//! everywhere: a body limit, problem fallbacks for unknown routes and methods, and a panic
+//! guard. [`serve`] runs it with graceful shutdown, which also ends live SSE streams (they would
+//! otherwise hold the server open forever).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Router};
+use tokio::sync::watch;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::error::{ApiError, Problem};
+use crate::http::health::OpenApiDocument;
+use crate::http::{events, extract, health, plans, tasks};
+use crate::store::Store;
+
+/// What every handler can reach. Cheap to clone (all shared).
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub config: Arc<Config>,
+}
+
+impl AppState {
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, config: Config) -> Self {
+        Self {
+            store,
+            clock,
+            config: Arc::new(config),
+        }
+    }
+}
+
+/// Flips to `true` when [`serve`] begins to shut down; live SSE streams end on it.
+#[derive(Debug, Clone)]
+pub struct ShutdownSignal(pub watch::Receiver<bool>);
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "cairn",
+        description = "A durable planning service for LLM agents. Errors are application/problem+json with stable `type` codes."
+    ),
+    tags(
+        (name = "tasks", description = "Submit, read, list and cancel tasks."),
+        (name = "events", description = "A task's events: Server-Sent Events or JSON pages."),
+        (name = "plans", description = "Immutable plan versions."),
+        (name = "health", description = "Liveness, readiness and this document."),
+    ),
+    components(schemas(Problem))
+)]
+struct ApiDoc;
+
+/// Every route, with its OpenAPI description, before state is attached.
+fn api_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(tasks::create_task, tasks::list_tasks))
+        .routes(routes!(tasks::get_task))
+        .routes(routes!(tasks::cancel_task))
+        .routes(routes!(events::task_events))
+        .routes(routes!(plans::list_plans))
+        .routes(routes!(plans::get_plan))
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
+        .routes(routes!(health::openapi))
+}
+
+/// The OpenAPI document of [`router`].
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api_routes().into_openapi()
+}
+
+/// The OpenAPI document as pretty JSON: what `cairn openapi` prints and `openapi/openapi.json`
+/// holds.
+pub fn openapi_json() -> String {
+    render(&openapi())
+}
+
+fn render(document: &utoipa::openapi::OpenApi) -> String {
+    // The document is plain data with string keys; serialising it cannot fail.
+    let mut json = document
+        .to_pretty_json()
+        .expect("the OpenAPI document serialises");
+    json.push('\n');
+    json
+}
+
+/// The whole HTTP surface.
+pub fn router(state: AppState) -> Router {
+    let (api, document) = api_routes().split_for_parts();
+    let document = OpenApiDocument(Arc::new(render(&document)));
+    api.method_not_allowed_fallback(extract::method_not_allowed)
+        .fallback(extract::not_found)
+        .layer(Extension(document))
+        .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
+        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// A handler panic is a bug: log it, answer a plain 500 problem, keep serving.
+fn panic_response(payload: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|text| text.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_string());
+    ApiError::Internal(format!("handler panicked: {message}")).into_response()
+}
+
+/// Serves [`router`] on `listener` until `shutdown` resolves, then stops accepting, ends live
+/// SSE streams and waits for in-flight requests to finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let (stopping, signal) = watch::channel(false);
+    let app = router(state).layer(Extension(ShutdownSignal(signal)));
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            // Receivers live in the router's layer; if none is left there is nothing to end.
+            let _ = stopping.send(true);
+        })
+        .await
+}

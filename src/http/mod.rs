@@ -1,1 +1,20 @@
-//! HTTP resources, one file each.
+//! HTTP resources, one file per resource, each handler documented with `#[utoipa::path]` and
+//! registered through `utoipa_axum::routes!` in [`crate::app`], so the OpenAPI document is
+//! generated from the very routes that serve requests and cannot drift from them.
+//!
+//! - [`tasks`]: submit (with `Idempotency-Key`), read, list (keyset pages), cancel;
+//! - [`events`]: a task's events over SSE (replay, then live) or as a JSON page;
+//! - [`plans`]: immutable plan versions;
+//! - [`health`]: `/healthz`, `/readyz`, `/openapi.json`;
+//! - [`extract`]: extractors and fallbacks that turn every rejection into a problem.
+//!
+//! Every request is scoped to [`crate::domain::task::DEFAULT_TENANT`] until API keys map
+//! requests to tenants.
+
+pub mod cursor;
+pub mod events;
+pub mod extract;
+pub mod health;
+pub mod idempotency;
+pub mod plans;
+pub mod tasks;

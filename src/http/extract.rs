@@ -1,0 +1,112 @@
+//! Extractors whose rejections are problems, and the fallbacks for unknown routes and methods.
+//!
+//! axum's own extractors answer bad input with `text/plain` bodies and, for JSON data errors,
+//! 422 without a stable code. These wrappers keep axum's parsing but turn every rejection into an
+//! [`ApiError`], so no bad request ever sees a body that is not `application/problem+json`.
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{Method, StatusCode, Uri};
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+
+/// `axum::Json` with problem rejections.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApiJson<T>(pub T);
+
+impl<T, S> FromRequest<S> for ApiJson<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(value)) => Ok(ApiJson(value)),
+            Err(rejection) => Err(json_rejection(rejection)),
+        }
+    }
+}
+
+fn json_rejection(rejection: JsonRejection) -> ApiError {
+    match rejection {
+        JsonRejection::JsonSyntaxError(error) => {
+            ApiError::InvalidJson(format!("the body is not valid JSON: {}", error.body_text()))
+        }
+        // Wrong types, unknown fields and missing fields: serde's message names the field.
+        JsonRejection::JsonDataError(error) => ApiError::validation(error.body_text()),
+        JsonRejection::MissingJsonContentType(_) => ApiError::UnsupportedMediaType(
+            "the body must be JSON, sent with `Content-Type: application/json`".into(),
+        ),
+        other if other.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge(
+            "the request body is larger than the configured limit (max_body_bytes)".into(),
+        ),
+        other => {
+            ApiError::InvalidJson(format!("the body could not be read: {}", other.body_text()))
+        }
+    }
+}
+
+/// `axum::extract::Query` with problem rejections.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApiQuery<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for ApiQuery<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(value)) => Ok(ApiQuery(value)),
+            Err(QueryRejection::FailedToDeserializeQueryString(error)) => Err(
+                ApiError::InvalidParameter(format!("invalid query: {}", error.body_text())),
+            ),
+            Err(other) => Err(ApiError::InvalidParameter(other.body_text())),
+        }
+    }
+}
+
+/// `axum::extract::Path` with problem rejections (for example a segment that is not UTF-8).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApiPath<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for ApiPath<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(ApiPath(value)),
+            Err(rejection) => Err(ApiError::InvalidParameter(format!(
+                "invalid path: {}",
+                rejection.body_text()
+            ))),
+        }
+    }
+}
+
+/// Parses a task id from the path with a message that names the parameter.
+pub fn parse_task_id(raw: &str) -> Result<uuid::Uuid, ApiError> {
+    uuid::Uuid::parse_str(raw).map_err(|error| {
+        ApiError::InvalidParameter(format!("path parameter `id` must be a UUID: {error}"))
+    })
+}
+
+/// Every unknown path.
+pub async fn not_found(method: Method, uri: Uri) -> ApiError {
+    ApiError::NotFound(format!("no route for {method} {}", uri.path()))
+}
+
+/// A known path with a method it does not serve.
+pub async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::MethodNotAllowed(format!("{method} is not allowed on {}", uri.path()))
+}

@@ -1,0 +1,369 @@
+//! `/v1/tasks`: submit, read, list and cancel tasks.
+//!
+//! Every input is validated here, before the store is called, so a rejected request writes
+//! nothing. Submitting with an `Idempotency-Key` is safe to retry: the first request answers
+//! `202 Accepted`; a retry with the same key and the same body answers `200 OK` with the task the
+//! first one created (the status tells a client which of the two happened); the same key with a
+//! different body is a `409` `/problems/idempotency-conflict`.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::app::AppState;
+use crate::domain::task::{Budget, DEFAULT_TENANT, NewTask, Strategy, Task, TaskStatus};
+use crate::error::{ApiError, Problem};
+use crate::http::extract::{ApiJson, ApiPath, ApiQuery, parse_task_id};
+use crate::http::{cursor, idempotency};
+use crate::store::{CancelOutcome, IdempotencyClaim, TaskQuery};
+
+/// Longest accepted goal, in bytes of UTF-8.
+pub const MAX_GOAL_BYTES: usize = 32 * 1024;
+/// Largest accepted `metadata`, in bytes of compact JSON.
+pub const MAX_METADATA_BYTES: usize = 16 * 1024;
+/// Page size when `limit` is absent.
+pub const DEFAULT_PAGE_SIZE: i64 = 20;
+
+/// The body of `POST /v1/tasks`. Unknown fields are refused, so a typo is never silently ignored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTaskRequest {
+    /// What the task must achieve, in words. Not blank; at most 32 KiB.
+    pub goal: String,
+    /// The total budget; every unit positive and below its bound.
+    pub budget: Budget,
+    /// How to run the task; `auto` (the default) lets the gate decide.
+    #[serde(default)]
+    pub strategy: Option<Strategy>,
+    /// Free-form JSON object kept with the task (at most 16 KiB).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Value>,
+}
+
+impl CreateTaskRequest {
+    /// Every rule the schema cannot express; all violations are reported at once.
+    pub fn validate(&self) -> Result<(), ApiError> {
+        let mut errors = Vec::new();
+        if self.goal.trim().is_empty() {
+            errors.push("goal must not be empty".to_string());
+        } else if self.goal.len() > MAX_GOAL_BYTES {
+            errors.push(format!(
+                "goal must be at most {MAX_GOAL_BYTES} bytes, got {}",
+                self.goal.len()
+            ));
+        }
+        // Postgres text and jsonb cannot hold NUL; refusing it here keeps it a 4xx.
+        if self.goal.contains('\0') {
+            errors.push("goal must not contain NUL characters".to_string());
+        }
+        if let Err(budget_errors) = self.budget.validate() {
+            errors.extend(budget_errors);
+        }
+        if let Some(metadata) = &self.metadata {
+            if !metadata.is_object() {
+                errors.push("metadata must be a JSON object".to_string());
+            } else {
+                let size = metadata.to_string().len();
+                if size > MAX_METADATA_BYTES {
+                    errors.push(format!(
+                        "metadata must be at most {MAX_METADATA_BYTES} bytes of JSON, got {size}"
+                    ));
+                }
+                if contains_nul(metadata) {
+                    errors.push("metadata must not contain NUL characters".to_string());
+                }
+            }
+        }
+        match errors.len() {
+            0 => Ok(()),
+            1 => Err(ApiError::Validation {
+                detail: errors[0].clone(),
+                errors,
+            }),
+            n => Err(ApiError::Validation {
+                detail: format!("{n} problems with the request; see `errors`"),
+                errors,
+            }),
+        }
+    }
+
+    /// The request with defaults filled in: what the idempotency hash is computed over, so that
+    /// an omitted `strategy` and an explicit `"auto"` are the same request.
+    fn canonical(&self) -> Value {
+        json!({
+            "goal": self.goal,
+            "budget": self.budget,
+            "strategy": self.strategy.unwrap_or_default(),
+            "metadata": self.metadata.clone().unwrap_or_else(|| json!({})),
+        })
+    }
+}
+
+fn contains_nul(value: &Value) -> bool {
+    match value {
+        Value::String(text) => text.contains('\0'),
+        Value::Array(items) => items.iter().any(contains_nul),
+        Value::Object(map) => map
+            .iter()
+            .any(|(key, item)| key.contains('\0') || contains_nul(item)),
+        _ => false,
+    }
+}
+
+/// Submits a task.
+#[utoipa::path(
+    post,
+    path = "/v1/tasks",
+    tag = "tasks",
+    request_body = CreateTaskRequest,
+    params(
+        ("Idempotency-Key" = Option<String>, Header,
+         description = "Makes the request safe to retry: 1-255 printable ASCII characters. The same key with the same body returns the task the first request created (200); with another body, 409."),
+    ),
+    responses(
+        (status = 202, description = "The task was created and queued.", body = Task,
+         headers(("Location" = String, description = "The task's URL."))),
+        (status = 200, description = "An Idempotency-Key replay: the task created by the first request.", body = Task,
+         headers(("Location" = String, description = "The task's URL."))),
+        (status = 400, description = "Malformed JSON or an invalid Idempotency-Key.", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The Idempotency-Key was used with a different body.", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is larger than the configured limit.", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not sent as application/json.", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Wrong types, unknown or missing fields, or values out of range.", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn create_task(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(request): ApiJson<CreateTaskRequest>,
+) -> Result<Response, ApiError> {
+    let key = idempotency::key_from_headers(&headers)?;
+    request.validate()?;
+    let idempotency = key.map(|key| IdempotencyClaim {
+        key,
+        request_hash: idempotency::canonical_hash(&request.canonical()),
+    });
+    let new = NewTask {
+        id: uuid::Uuid::now_v7(),
+        tenant_id: DEFAULT_TENANT.to_string(),
+        goal: request.goal,
+        strategy: request.strategy.unwrap_or_default(),
+        budget: request.budget,
+        metadata: request.metadata.unwrap_or_else(|| json!({})),
+    };
+    let created = state
+        .store
+        .create_task(new, idempotency, state.clock.now())
+        .await?;
+    let status = if created.created {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    let location = format!("/v1/tasks/{}", created.task.id);
+    let mut response = (status, Json(created.task)).into_response();
+    // A UUID path is always a valid header value; the guard only avoids a panic path.
+    if let Ok(value) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    Ok(response)
+}
+
+/// Reads one task: status, strategy, budget, timestamps, current plan version, result.
+#[utoipa::path(
+    get,
+    path = "/v1/tasks/{id}",
+    tag = "tasks",
+    params(("id" = uuid::Uuid, Path, description = "The task id.")),
+    responses(
+        (status = 200, description = "The task.", body = Task),
+        (status = 400, description = "The id is not a UUID.", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such task.", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn get_task(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<Task>, ApiError> {
+    let id = parse_task_id(&id)?;
+    Ok(Json(find_task(&state, id).await?))
+}
+
+/// Loads a task of the request's tenant or answers 404.
+pub async fn find_task(state: &AppState, id: uuid::Uuid) -> Result<Task, ApiError> {
+    state
+        .store
+        .get_task(DEFAULT_TENANT, id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("task {id} does not exist")))
+}
+
+/// Query parameters of `GET /v1/tasks`.
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListTasksQuery {
+    /// Only tasks in this status.
+    pub status: Option<TaskStatus>,
+    /// Page size: 1 up to the configured maximum (default 20).
+    pub limit: Option<i64>,
+    /// `next_cursor` from the previous page.
+    pub cursor: Option<String>,
+}
+
+/// One page of tasks, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct TaskPage {
+    pub items: Vec<Task>,
+    /// Pass as `cursor` to read the next page; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// Lists tasks, newest first, with keyset pagination.
+#[utoipa::path(
+    get,
+    path = "/v1/tasks",
+    tag = "tasks",
+    params(ListTasksQuery),
+    responses(
+        (status = 200, description = "A page of tasks.", body = TaskPage),
+        (status = 400, description = "An invalid status, limit or cursor.", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn list_tasks(
+    State(state): State<AppState>,
+    ApiQuery(query): ApiQuery<ListTasksQuery>,
+) -> Result<Json<TaskPage>, ApiError> {
+    let max = state.config.max_page_size;
+    let limit = query.limit.unwrap_or(DEFAULT_PAGE_SIZE.min(max));
+    if !(1..=max).contains(&limit) {
+        return Err(ApiError::InvalidParameter(format!(
+            "limit must be between 1 and {max}, got {limit}"
+        )));
+    }
+    let before = query.cursor.as_deref().map(cursor::decode).transpose()?;
+    // One extra row tells whether another page exists without a second query.
+    let store_query = TaskQuery {
+        status: query.status,
+        before,
+        limit: limit + 1,
+    };
+    let mut items = state.store.list_tasks(DEFAULT_TENANT, &store_query).await?;
+    let more = items.len() as i64 > limit;
+    items.truncate(limit as usize);
+    let next_cursor = match items.last() {
+        Some(last) if more => Some(cursor::encode(last.id)),
+        _ => None,
+    };
+    Ok(Json(TaskPage { items, next_cursor }))
+}
+
+/// Cancels a queued or running task. A running worker loses its lease at its next write.
+#[utoipa::path(
+    post,
+    path = "/v1/tasks/{id}/cancel",
+    tag = "tasks",
+    params(("id" = uuid::Uuid, Path, description = "The task id.")),
+    responses(
+        (status = 200, description = "The task, now cancelled.", body = Task),
+        (status = 400, description = "The id is not a UUID.", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such task.", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The task had already ended.", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn cancel_task(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<Task>, ApiError> {
+    let id = parse_task_id(&id)?;
+    match state
+        .store
+        .cancel_task(DEFAULT_TENANT, id, state.clock.now())
+        .await?
+    {
+        CancelOutcome::Cancelled(task) => Ok(Json(task)),
+        CancelOutcome::NotFound => Err(ApiError::NotFound(format!("task {id} does not exist"))),
+        CancelOutcome::AlreadyTerminal(task) => Err(ApiError::Conflict(format!(
+            "task {id} has already ended with status {}; only queued or running tasks can be \
+             cancelled",
+            task.status.as_str()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(goal: &str) -> CreateTaskRequest {
+        CreateTaskRequest {
+            goal: goal.into(),
+            budget: Budget {
+                tokens: 1000,
+                tool_calls: 10,
+                wall_ms: 60_000,
+            },
+            strategy: None,
+            metadata: None,
+        }
+    }
+
+    #[test]
+    fn blank_long_or_nul_goals_are_refused() {
+        assert!(request("find the bug").validate().is_ok());
+        for goal in ["", "   \n\t", "a\0b"] {
+            assert!(request(goal).validate().is_err(), "{goal:?}");
+        }
+        assert!(request(&"x".repeat(MAX_GOAL_BYTES + 1)).validate().is_err());
+        assert!(request(&"x".repeat(MAX_GOAL_BYTES)).validate().is_ok());
+    }
+
+    #[test]
+    fn every_problem_is_listed() {
+        let mut bad = request("");
+        bad.budget.tokens = 0;
+        bad.metadata = Some(json!([1, 2]));
+        let Err(ApiError::Validation { errors, .. }) = bad.validate() else {
+            panic!("expected a validation error");
+        };
+        assert_eq!(errors.len(), 3, "{errors:?}");
+    }
+
+    #[test]
+    fn metadata_must_be_a_small_object_without_nul() {
+        let mut ok = request("g");
+        ok.metadata = Some(json!({"team": "search"}));
+        assert!(ok.validate().is_ok());
+        for metadata in [
+            json!("text"),
+            json!({"k": "x".repeat(MAX_METADATA_BYTES)}),
+            json!({"k": ["a\u{0}"]}),
+        ] {
+            let mut bad = request("g");
+            bad.metadata = Some(metadata);
+            assert!(bad.validate().is_err());
+        }
+    }
+
+    #[test]
+    fn omitted_defaults_hash_like_explicit_ones() {
+        let implicit = request("g");
+        let mut explicit = request("g");
+        explicit.strategy = Some(Strategy::Auto);
+        explicit.metadata = Some(json!({}));
+        assert_eq!(
+            idempotency::canonical_hash(&implicit.canonical()),
+            idempotency::canonical_hash(&explicit.canonical())
+        );
+        explicit.strategy = Some(Strategy::Direct);
+        assert_ne!(
+            idempotency::canonical_hash(&implicit.canonical()),
+            idempotency::canonical_hash(&explicit.canonical())
+        );
+    }
+}
