@@ -1,0 +1,85 @@
+//! Where receipts of side-effecting tool calls are kept.
+//!
+//! Production keeps them in the [`Store`] (`tool_receipts`, one row per idempotency key, first
+//! write wins). The small [`ReceiptStore`] trait lets the tool client be used, and tested,
+//! without a database: [`MemoryReceipts`] is the in-process version.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::store::{NewToolReceipt, Store, StoreError, ToolReceipt};
+
+#[async_trait]
+pub trait ReceiptStore: Send + Sync {
+    async fn get(&self, idempotency_key: &str) -> Result<Option<ToolReceipt>, StoreError>;
+    /// Stores a receipt unless one exists for the key; returns the one kept.
+    async fn put(
+        &self,
+        receipt: NewToolReceipt,
+        now: DateTime<Utc>,
+    ) -> Result<ToolReceipt, StoreError>;
+}
+
+/// Receipts in cairn's store.
+#[derive(Clone)]
+pub struct StoreReceipts(pub Arc<dyn Store>);
+
+#[async_trait]
+impl ReceiptStore for StoreReceipts {
+    async fn get(&self, idempotency_key: &str) -> Result<Option<ToolReceipt>, StoreError> {
+        self.0.get_receipt(idempotency_key).await
+    }
+    async fn put(
+        &self,
+        receipt: NewToolReceipt,
+        now: DateTime<Utc>,
+    ) -> Result<ToolReceipt, StoreError> {
+        self.0.put_receipt(receipt, now).await
+    }
+}
+
+/// Receipts in memory: for tests and the simulator-only demo.
+#[derive(Debug, Default)]
+pub struct MemoryReceipts {
+    by_key: Mutex<HashMap<String, ToolReceipt>>,
+}
+
+impl MemoryReceipts {
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, ToolReceipt>> {
+        self.by_key
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[async_trait]
+impl ReceiptStore for MemoryReceipts {
+    async fn get(&self, idempotency_key: &str) -> Result<Option<ToolReceipt>, StoreError> {
+        Ok(self.lock().get(idempotency_key).cloned())
+    }
+    async fn put(
+        &self,
+        receipt: NewToolReceipt,
+        now: DateTime<Utc>,
+    ) -> Result<ToolReceipt, StoreError> {
+        let mut map = self.lock();
+        let kept = map
+            .entry(receipt.idempotency_key.clone())
+            .or_insert_with(|| ToolReceipt {
+                idempotency_key: receipt.idempotency_key,
+                task_id: receipt.task_id,
+                tool: receipt.tool,
+                response: receipt.response,
+                created_at: now,
+            });
+        Ok(kept.clone())
+    }
+}
