@@ -56,9 +56,7 @@ fn document_describes_every_route_and_problem_bodies() {
         ("/openapi.json", &["get"]),
     ] {
         for method in methods {
-            let operation = &paths
-                .get(path)
-                .unwrap_or_else(|| panic!("{path} missing"))[method];
+            let operation = &paths.get(path).unwrap_or_else(|| panic!("{path} missing"))[method];
             assert!(operation.is_object(), "{method} {path} missing");
             // Every documented error answers with a problem body.
             let responses = operation["responses"].as_object().expect("responses");
