@@ -25,6 +25,7 @@ pub mod engine;
 pub mod error;
 pub mod http;
 pub mod llm;
+pub mod server;
 pub mod sim;
 pub mod store;
 pub mod tools;

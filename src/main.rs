@@ -1,1 +1,98 @@
-fn main() {}
+//! The `cairn` command line: a thin shell over the library.
+//!
+//! Configuration and start-up errors are printed as one clear line and end the process with a
+//! non-zero status; nothing here panics on user input.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use cairn::config::{Config, LogFormat};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cairn",
+    version,
+    about = "A durable planning service for LLM agents"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the HTTP API, the worker pool and the reaper until SIGINT/SIGTERM.
+    Serve {
+        /// TOML config file (also `CAIRN_CONFIG`); `CAIRN_*` variables override it.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Apply database migrations and exit.
+    Migrate {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve { config } => run(config, |config| async move {
+            cairn::server::serve(config, cairn::server::shutdown_signal()).await
+        }),
+        Command::Migrate { config } => run(config, |config| async move {
+            cairn::server::open_migrated(&config).await.map(|_| ())
+        }),
+    }
+}
+
+/// Loads the config, starts logging and the runtime, runs `body`, maps failure to exit code 1.
+fn run<F, Fut>(file: Option<PathBuf>, body: F) -> ExitCode
+where
+    F: FnOnce(Config) -> Fut,
+    Fut: std::future::Future<Output = Result<(), cairn::server::ServeError>>,
+{
+    let config = match Config::from_process_env(file.as_deref()) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("cairn: configuration error: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    init_tracing(config.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("cairn: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(body(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!(%error, "cairn failed");
+            eprintln!("cairn: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs go to stderr (stdout carries the lines scripts parse); `RUST_LOG` sets the filter.
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}

@@ -1,0 +1,152 @@
+//! The `cairn serve` lifecycle, as a library function so `main` stays a thin CLI.
+//!
+//! Start-up: open the store the config names (Postgres, or the embedded SQLite file whose path
+//! is printed), apply migrations, bind the listener (port 0 works; the bound address is
+//! printed as `cairn: listening on http://ADDR`, which scripts and tests parse), then start the
+//! reaper (its first pass resumes tasks of a crashed process), the worker pool and HTTP.
+//!
+//! Shutdown, when the `shutdown` future resolves (SIGINT/SIGTERM in the binary): stop claiming,
+//! let in-flight engines reach a durable point within `shutdown_grace_ms`, release their leases,
+//! stop the reaper, then stop HTTP. HTTP goes last so clients still see the `task.released`
+//! events; live SSE streams are ended by the HTTP layer's own shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+use crate::engine::Engine;
+use crate::engine::minimal::MinimalEngine;
+use crate::store::{self, Backend, Store, StoreError};
+use crate::worker::{PoolParams, Reaper, ReaperParams, WorkerPool, process_worker_id};
+
+/// Prefix of the line that announces the bound address.
+pub const LISTENING_PREFIX: &str = "cairn: listening on http://";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("HTTP server failed: {0}")]
+    Http(std::io::Error),
+}
+
+/// Opens and migrates the configured store; what `cairn migrate` does and `serve` starts with.
+pub async fn open_migrated(config: &Config) -> Result<Arc<dyn Store>, ServeError> {
+    let store = store::open(config).await?;
+    store.migrate().await?;
+    if store.backend() == Backend::Sqlite {
+        println!(
+            "cairn: embedded SQLite database at {}",
+            display_path(&config.sqlite_path).display()
+        );
+    }
+    Ok(store)
+}
+
+/// Runs `cairn serve` until `shutdown` resolves, then stops cleanly (see the module docs).
+pub async fn serve(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    let store = open_migrated(&config).await?;
+    let listener = TcpListener::bind(config.listen_addr)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: config.listen_addr,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
+        addr: config.listen_addr,
+        source,
+    })?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let engine: Arc<dyn Engine> = Arc::new(MinimalEngine::default());
+    let worker_id = process_worker_id();
+
+    let reaper = Reaper::start(ReaperParams {
+        store: store.clone(),
+        clock: clock.clone(),
+        interval: Duration::from_millis(config.reaper_interval_ms),
+    });
+    let pool = WorkerPool::start(PoolParams::from_config(
+        &config,
+        store.clone(),
+        engine,
+        clock.clone(),
+        worker_id.clone(),
+    ));
+    let http = Http::start(listener, store.clone(), clock, config.clone());
+    println!("{LISTENING_PREFIX}{addr}");
+    tracing::info!(%addr, %worker_id, backend = ?store.backend(), "cairn serving");
+
+    shutdown.await;
+    tracing::info!("shutting down: no new claims; waiting for in-flight tasks");
+    let grace = Duration::from_millis(config.shutdown_grace_ms);
+    let report = pool.shutdown(grace).await;
+    reaper.stop().await;
+    http.stop().await?;
+    tracing::info!(drained = report.drained, "cairn stopped");
+    Ok(())
+}
+
+/// Holds the bound listener until the HTTP router (`app::serve`) is wired in.
+struct Http {
+    _listener: TcpListener,
+}
+
+impl Http {
+    fn start(
+        listener: TcpListener,
+        _store: Arc<dyn Store>,
+        _clock: Arc<dyn Clock>,
+        _config: Config,
+    ) -> Http {
+        Http {
+            _listener: listener,
+        }
+    }
+
+    async fn stop(self) -> Result<(), ServeError> {
+        Ok(())
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM (Ctrl-C only where there are no Unix signals).
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM; only SIGINT stops cairn");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// The absolute path where possible, so the printed location is unambiguous.
+fn display_path(path: &std::path::Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}

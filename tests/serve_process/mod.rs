@@ -1,0 +1,135 @@
+//! Runs the real `cairn serve` binary as a child process, for the crash and shutdown tests.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::time::Duration;
+
+use cairn::domain::event::Event;
+use cairn::domain::task::{Budget, DEFAULT_TENANT, NewTask, Strategy, TaskId};
+use cairn::store::Store;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// A running `cairn serve`; killed when dropped.
+pub struct Serve {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+/// Settings that make leases expire and get reaped within about a second.
+pub const FAST_LEASES: &[(&str, &str)] = &[
+    ("CAIRN_LEASE_TTL_MS", "1000"),
+    ("CAIRN_HEARTBEAT_MS", "200"),
+    ("CAIRN_REAPER_INTERVAL_MS", "200"),
+    ("CAIRN_POLL_INTERVAL_MS", "200"),
+    ("CAIRN_WORKERS", "2"),
+];
+
+impl Serve {
+    /// Starts `cairn serve` on `database_url` (port 0) and waits for its listening line.
+    pub async fn start(database_url: &str, env: &[(&str, &str)]) -> Serve {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
+        command
+            .arg("serve")
+            .env_remove("DATABASE_URL")
+            .env_remove("CAIRN_CONFIG")
+            .env("CAIRN_DATABASE_URL", database_url)
+            .env("CAIRN_LISTEN_ADDR", "127.0.0.1:0")
+            .env("RUST_LOG", "cairn=info,warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().expect("spawn cairn serve");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let addr = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(line) = lines.next_line().await.expect("read stdout") {
+                if let Some(addr) = line.strip_prefix(cairn::server::LISTENING_PREFIX) {
+                    return addr.trim().parse::<SocketAddr>().expect("bound address");
+                }
+            }
+            panic!("cairn serve exited before printing its address");
+        })
+        .await
+        .expect("cairn serve did not start within 60s");
+        // Keep draining stdout so the child never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Serve { child, addr }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("child still running")
+    }
+
+    /// SIGKILL: the process gets no chance to clean up.
+    pub async fn kill(mut self) {
+        self.child.kill().await.expect("SIGKILL");
+    }
+
+    /// SIGTERM, then the exit code (bounded wait).
+    pub async fn terminate(mut self) -> Option<i32> {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM failed");
+        let exit = tokio::time::timeout(Duration::from_secs(60), self.child.wait())
+            .await
+            .expect("cairn serve did not exit within 60s of SIGTERM")
+            .expect("wait");
+        exit.code()
+    }
+}
+
+/// Inserts a task through the store (the same row and event `POST /v1/tasks` writes).
+pub async fn submit(store: &dyn Store, steps: u64, step_ms: u64) -> TaskId {
+    let new = NewTask {
+        id: uuid::Uuid::now_v7(),
+        tenant_id: DEFAULT_TENANT.to_string(),
+        goal: "survive a crash".to_string(),
+        strategy: Strategy::Auto,
+        budget: Budget {
+            tokens: 1000,
+            tool_calls: 10,
+            wall_ms: 600_000,
+        },
+        metadata: serde_json::json!({ "engine_steps": steps, "engine_step_ms": step_ms }),
+    };
+    store
+        .create_task(new, None, chrono::Utc::now())
+        .await
+        .expect("create task")
+        .task
+        .id
+}
+
+/// Polls the task's events until `done` holds (bounded), returning them.
+pub async fn wait_events(
+    store: &dyn Store,
+    id: TaskId,
+    what: &str,
+    done: impl Fn(&[Event]) -> bool,
+) -> Vec<Event> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let events = store.list_events(id, 0, 10_000).await.expect("events");
+        if done(&events) {
+            return events;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}; events so far: {:?}",
+            events.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub fn count(events: &[Event], kind: &str) -> usize {
+    events.iter().filter(|e| e.kind == kind).count()
+}
