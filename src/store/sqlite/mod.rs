@@ -1,0 +1,236 @@
+//! The embedded store: one SQLite file, so `cairn serve` works on a fresh machine with no set-up.
+//!
+//! It is single-node by design (ARCHITECTURE §5): scale-out is Postgres's job. What it shares
+//! with Postgres is every rule in [`crate::store`], checked by the same conformance suite.
+//! How SQLite meets them:
+//! - WAL journal, so readers never block the writer and the writer never blocks readers;
+//!   `synchronous = FULL`, so a committed transaction survives a crash of the process.
+//! - Every write runs in a `BEGIN IMMEDIATE` transaction: it takes the write lock up front
+//!   instead of upgrading a read lock mid-transaction, which is what deadlocks (`SQLITE_BUSY`
+//!   that no busy timeout can cure) when two connections read-then-write at once. Writers then
+//!   queue on the busy timeout. With one writer at a time, claiming in one
+//!   `UPDATE ... WHERE id = (SELECT ... LIMIT 1)` is as collision-free as Postgres's
+//!   `FOR UPDATE SKIP LOCKED`.
+//! - Wake-ups go to an in-process broadcast channel: there are no other replicas to reach.
+//!
+//! The encoding of times, uuids and JSON lives in `codec`; task life-cycle writes in `tasks`;
+//! lease writes (claim, heartbeat, fenced commit, reaper) in `lease`; plain reads in `reads`.
+
+use std::borrow::Cow;
+use std::path::Path;
+use std::time::Duration as StdDuration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, Utc};
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{SqlSafeStr, Sqlite, Transaction};
+use tokio::sync::broadcast;
+
+use super::{
+    Artifact, Backend, CancelOutcome, Change, Claimed, Commit, Created, IdempotencyClaim,
+    LeaseStatus, LedgerEntry, NewToolReceipt, PlanVersionRecord, Store, StoreError, TaskQuery,
+    ToolReceipt, Wakeup,
+};
+use crate::domain::event::Event;
+use crate::domain::task::{Lease, NewTask, Task, TaskId};
+
+mod codec;
+mod lease;
+mod reads;
+mod tasks;
+
+/// How long a writer waits for the write lock before giving up with `SQLITE_BUSY`.
+const BUSY_TIMEOUT: StdDuration = StdDuration::from_secs(10);
+/// Readers run concurrently under WAL; writes serialize on the file lock regardless.
+const MAX_CONNECTIONS: u32 = 8;
+/// Wake-ups are hints: a lagging receiver loses some and re-reads rows, so a small ring is enough.
+const WAKEUP_CAPACITY: usize = 1024;
+
+/// The embedded SQLite store. Cloning shares the pool and the wake-up channel.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+    wakeups: broadcast::Sender<Wakeup>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed, with its parent directories) the SQLite file at `path`.
+    /// Does not migrate.
+    pub async fn open(path: &Path) -> Result<Self, StoreError> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|err| StoreError::Database(sqlx::Error::Io(err)))?;
+        }
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .foreign_keys(true)
+            .busy_timeout(BUSY_TIMEOUT);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .connect_with(options)
+            .await?;
+        let (wakeups, _) = broadcast::channel(WAKEUP_CAPACITY);
+        Ok(Self { pool, wakeups })
+    }
+
+    /// Starts a write transaction holding the write lock from its first statement.
+    async fn write(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    /// Sends a hint to subscribers; having none is not an error.
+    fn publish(&self, wakeup: Wakeup) {
+        let _ = self.wakeups.send(wakeup);
+    }
+}
+
+/// The SQLite migrations, embedded in the binary (sqlx's `migrate!` macro is not available).
+fn migrator() -> Migrator {
+    let migration = |version: i64, description: &'static str, sql: &'static str| {
+        Migration::new(
+            version,
+            Cow::Borrowed(description),
+            MigrationType::Simple,
+            sql.into_sql_str(),
+            false,
+        )
+    };
+    Migrator::with_migrations(vec![migration(
+        1,
+        "initial",
+        include_str!("../../../migrations/sqlite/0001_initial.sql"),
+    )])
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn backend(&self) -> Backend {
+        Backend::Sqlite
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        migrator().run(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn create_task(
+        &self,
+        new: NewTask,
+        idempotency: Option<IdempotencyClaim>,
+        now: DateTime<Utc>,
+    ) -> Result<Created, StoreError> {
+        self.create_task_tx(new, idempotency, now).await
+    }
+
+    async fn get_task(&self, tenant_id: &str, id: TaskId) -> Result<Option<Task>, StoreError> {
+        self.get_task_row(tenant_id, id).await
+    }
+
+    async fn list_tasks(
+        &self,
+        tenant_id: &str,
+        query: &TaskQuery,
+    ) -> Result<Vec<Task>, StoreError> {
+        self.list_task_rows(tenant_id, query).await
+    }
+
+    async fn cancel_task(
+        &self,
+        tenant_id: &str,
+        id: TaskId,
+        now: DateTime<Utc>,
+    ) -> Result<CancelOutcome, StoreError> {
+        self.cancel_task_tx(tenant_id, id, now).await
+    }
+
+    async fn list_events(
+        &self,
+        task_id: TaskId,
+        after_seq: i64,
+        limit: i64,
+    ) -> Result<Vec<Event>, StoreError> {
+        self.list_event_rows(task_id, after_seq, limit).await
+    }
+
+    async fn list_plan_versions(
+        &self,
+        task_id: TaskId,
+    ) -> Result<Vec<PlanVersionRecord>, StoreError> {
+        self.list_plan_version_rows(task_id).await
+    }
+
+    async fn get_plan_version(
+        &self,
+        task_id: TaskId,
+        version: i32,
+    ) -> Result<Option<PlanVersionRecord>, StoreError> {
+        self.get_plan_version_row(task_id, version).await
+    }
+
+    async fn list_ledger_entries(&self, task_id: TaskId) -> Result<Vec<LedgerEntry>, StoreError> {
+        self.list_ledger_rows(task_id).await
+    }
+
+    async fn list_artifacts(&self, task_id: TaskId) -> Result<Vec<Artifact>, StoreError> {
+        self.list_artifact_rows(task_id).await
+    }
+
+    async fn claim(
+        &self,
+        worker_id: &str,
+        now: DateTime<Utc>,
+        lease_ttl: Duration,
+    ) -> Result<Option<Claimed>, StoreError> {
+        self.claim_tx(worker_id, now, lease_ttl).await
+    }
+
+    async fn heartbeat(
+        &self,
+        lease: &Lease,
+        now: DateTime<Utc>,
+        lease_ttl: Duration,
+    ) -> Result<LeaseStatus, StoreError> {
+        self.heartbeat_row(lease, now, lease_ttl).await
+    }
+
+    async fn commit(
+        &self,
+        lease: &Lease,
+        change: Change,
+        now: DateTime<Utc>,
+    ) -> Result<Commit, StoreError> {
+        self.commit_tx(lease, change, now).await
+    }
+
+    async fn reap_expired(&self, now: DateTime<Utc>) -> Result<Vec<TaskId>, StoreError> {
+        self.reap_expired_tx(now).await
+    }
+
+    async fn get_receipt(&self, idempotency_key: &str) -> Result<Option<ToolReceipt>, StoreError> {
+        self.get_receipt_row(idempotency_key).await
+    }
+
+    async fn put_receipt(
+        &self,
+        receipt: NewToolReceipt,
+        now: DateTime<Utc>,
+    ) -> Result<ToolReceipt, StoreError> {
+        self.put_receipt_tx(receipt, now).await
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<Wakeup> {
+        self.wakeups.subscribe()
+    }
+}

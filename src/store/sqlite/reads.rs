@@ -1,0 +1,140 @@
+//! Reads of the append-only tables (events, plan versions, ledger, artifacts) and the tool
+//! receipts, which are write-once: the first receipt for a key wins.
+
+use chrono::{DateTime, Utc};
+
+use super::SqliteStore;
+use super::codec::{self, id_text, millis};
+use crate::domain::event::Event;
+use crate::domain::task::TaskId;
+use crate::store::{
+    Artifact, LedgerEntry, NewToolReceipt, PlanVersionRecord, StoreError, ToolReceipt,
+};
+
+impl SqliteStore {
+    pub(super) async fn list_event_rows(
+        &self,
+        task_id: TaskId,
+        after_seq: i64,
+        limit: i64,
+    ) -> Result<Vec<Event>, StoreError> {
+        // A negative LIMIT means "no limit" to SQLite; the contract is "at most `limit`".
+        let rows = sqlx::query(
+            "SELECT task_id, seq, kind, data, created_at FROM events \
+             WHERE task_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+        )
+        .bind(id_text(task_id))
+        .bind(after_seq)
+        .bind(limit.max(0))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(codec::event_from_row).collect()
+    }
+
+    pub(super) async fn list_plan_version_rows(
+        &self,
+        task_id: TaskId,
+    ) -> Result<Vec<PlanVersionRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT task_id, version, reason, caused_by_seq, plan, created_at \
+             FROM plan_versions WHERE task_id = ?1 ORDER BY version",
+        )
+        .bind(id_text(task_id))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(codec::plan_version_from_row).collect()
+    }
+
+    pub(super) async fn get_plan_version_row(
+        &self,
+        task_id: TaskId,
+        version: i32,
+    ) -> Result<Option<PlanVersionRecord>, StoreError> {
+        sqlx::query(
+            "SELECT task_id, version, reason, caused_by_seq, plan, created_at \
+             FROM plan_versions WHERE task_id = ?1 AND version = ?2",
+        )
+        .bind(id_text(task_id))
+        .bind(version)
+        .fetch_optional(&self.pool)
+        .await?
+        .as_ref()
+        .map(codec::plan_version_from_row)
+        .transpose()
+    }
+
+    pub(super) async fn list_ledger_rows(
+        &self,
+        task_id: TaskId,
+    ) -> Result<Vec<LedgerEntry>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, task_id, milestone_id, kind, unit, amount, created_at \
+             FROM ledger_entries WHERE task_id = ?1 ORDER BY id",
+        )
+        .bind(id_text(task_id))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(codec::ledger_entry_from_row).collect()
+    }
+
+    pub(super) async fn list_artifact_rows(
+        &self,
+        task_id: TaskId,
+    ) -> Result<Vec<Artifact>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT task_id, milestone_id, name, value, created_at \
+             FROM artifacts WHERE task_id = ?1 ORDER BY id",
+        )
+        .bind(id_text(task_id))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(codec::artifact_from_row).collect()
+    }
+
+    pub(super) async fn get_receipt_row(
+        &self,
+        idempotency_key: &str,
+    ) -> Result<Option<ToolReceipt>, StoreError> {
+        sqlx::query(
+            "SELECT idempotency_key, task_id, tool, response, created_at \
+             FROM tool_receipts WHERE idempotency_key = ?1",
+        )
+        .bind(idempotency_key)
+        .fetch_optional(&self.pool)
+        .await?
+        .as_ref()
+        .map(codec::receipt_from_row)
+        .transpose()
+    }
+
+    pub(super) async fn put_receipt_tx(
+        &self,
+        receipt: NewToolReceipt,
+        now: DateTime<Utc>,
+    ) -> Result<ToolReceipt, StoreError> {
+        let mut tx = self.write().await?;
+        // A tool call that was performed twice (a resumed step racing its predecessor) must not
+        // overwrite the result the first caller already acted on.
+        sqlx::query(
+            "INSERT INTO tool_receipts (idempotency_key, task_id, tool, response, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (idempotency_key) DO NOTHING",
+        )
+        .bind(&receipt.idempotency_key)
+        .bind(id_text(receipt.task_id))
+        .bind(&receipt.tool)
+        .bind(codec::json_text(&receipt.response))
+        .bind(millis(now))
+        .execute(&mut *tx)
+        .await?;
+        let row = sqlx::query(
+            "SELECT idempotency_key, task_id, tool, response, created_at \
+             FROM tool_receipts WHERE idempotency_key = ?1",
+        )
+        .bind(&receipt.idempotency_key)
+        .fetch_one(&mut *tx)
+        .await?;
+        let stored = codec::receipt_from_row(&row)?;
+        tx.commit().await?;
+        Ok(stored)
+    }
+}

@@ -1,0 +1,233 @@
+//! Task life-cycle writes that do not need a lease: create (with client idempotency), cancel,
+//! and the task reads the API serves. Also the one helper every writer uses to append events.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use sqlx::{Row, SqliteConnection};
+
+use super::SqliteStore;
+use super::codec::{self, id_text, millis, task_columns, task_from_row};
+use crate::domain::event::kinds;
+use crate::domain::task::{NewTask, Task, TaskId, TaskStatus};
+use crate::store::{CancelOutcome, Created, IdempotencyClaim, StoreError, TaskQuery, Wakeup};
+
+/// Appends one event row. The caller has already advanced `tasks.last_seq` to `seq` in the same
+/// transaction, which is what keeps per-task seqs dense and ordered.
+pub(super) async fn append_event(
+    conn: &mut SqliteConnection,
+    task_id: &str,
+    seq: i64,
+    kind: &str,
+    data: &Value,
+    now_ms: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO events (task_id, seq, kind, data, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )
+    .bind(task_id)
+    .bind(seq)
+    .bind(kind)
+    .bind(codec::json_text(data))
+    .bind(now_ms)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Reads a task by id alone (used where the caller already owns the id, e.g. a replayed key).
+async fn task_by_id(conn: &mut SqliteConnection, id: &str) -> Result<Option<Task>, StoreError> {
+    sqlx::query(concat!(
+        "SELECT ",
+        task_columns!(),
+        " FROM tasks WHERE id = ?1"
+    ))
+    .bind(id)
+    .fetch_optional(conn)
+    .await?
+    .as_ref()
+    .map(task_from_row)
+    .transpose()
+}
+
+impl SqliteStore {
+    pub(super) async fn create_task_tx(
+        &self,
+        new: NewTask,
+        idempotency: Option<IdempotencyClaim>,
+        now: DateTime<Utc>,
+    ) -> Result<Created, StoreError> {
+        let now_ms = millis(now);
+        let mut tx = self.write().await?;
+        if let Some(claim) = &idempotency {
+            let existing = sqlx::query(
+                "SELECT request_hash, task_id FROM idempotency_keys \
+                 WHERE tenant_id = ?1 AND key = ?2",
+            )
+            .bind(&new.tenant_id)
+            .bind(&claim.key)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some(row) = existing {
+                let hash: String = row.try_get("request_hash")?;
+                let task_id: String = row.try_get("task_id")?;
+                let task = task_by_id(&mut tx, &task_id).await?.ok_or_else(|| {
+                    StoreError::Corrupt(format!("idempotency key points at missing task {task_id}"))
+                })?;
+                // Dropping `tx` rolls back: a replay or a conflict writes nothing.
+                if hash != claim.request_hash {
+                    return Err(StoreError::IdempotencyConflict {
+                        existing_task: task.id,
+                    });
+                }
+                return Ok(Created {
+                    task,
+                    created: false,
+                });
+            }
+        }
+
+        let id = id_text(new.id);
+        let row = sqlx::query(concat!(
+            "INSERT INTO tasks (id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, \
+             budget_wall_ms, metadata, status, created_at, updated_at, last_seq) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', ?9, ?9, 1) RETURNING ",
+            task_columns!()
+        ))
+        .bind(&id)
+        .bind(&new.tenant_id)
+        .bind(&new.goal)
+        .bind(new.strategy.as_str())
+        .bind(codec::budget_int("tokens", new.budget.tokens)?)
+        .bind(codec::budget_int("tool_calls", new.budget.tool_calls)?)
+        .bind(codec::budget_int("wall_ms", new.budget.wall_ms)?)
+        .bind(codec::json_text(&new.metadata))
+        .bind(now_ms)
+        .fetch_one(&mut *tx)
+        .await?;
+        let task = task_from_row(&row)?;
+        let data = json!({ "strategy": new.strategy, "budget": new.budget });
+        append_event(&mut tx, &id, 1, kinds::TASK_CREATED, &data, now_ms).await?;
+        if let Some(claim) = &idempotency {
+            sqlx::query(
+                "INSERT INTO idempotency_keys (tenant_id, key, request_hash, task_id, created_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .bind(&new.tenant_id)
+            .bind(&claim.key)
+            .bind(&claim.request_hash)
+            .bind(&id)
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+
+        self.publish(Wakeup::Events {
+            task_id: task.id,
+            last_seq: task.last_seq,
+        });
+        self.publish(Wakeup::TaskRunnable);
+        Ok(Created {
+            task,
+            created: true,
+        })
+    }
+
+    pub(super) async fn get_task_row(
+        &self,
+        tenant_id: &str,
+        id: TaskId,
+    ) -> Result<Option<Task>, StoreError> {
+        sqlx::query(concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM tasks WHERE tenant_id = ?1 AND id = ?2"
+        ))
+        .bind(tenant_id)
+        .bind(id_text(id))
+        .fetch_optional(&self.pool)
+        .await?
+        .as_ref()
+        .map(task_from_row)
+        .transpose()
+    }
+
+    pub(super) async fn list_task_rows(
+        &self,
+        tenant_id: &str,
+        query: &TaskQuery,
+    ) -> Result<Vec<Task>, StoreError> {
+        // A negative LIMIT means "no limit" to SQLite; the contract is "at most `limit`".
+        let limit = query.limit.max(0);
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM tasks WHERE tenant_id = ?1 \
+               AND (?2 IS NULL OR status = ?2) \
+               AND (?3 IS NULL OR id < ?3) \
+             ORDER BY id DESC LIMIT ?4"
+        ))
+        .bind(tenant_id)
+        .bind(query.status.map(TaskStatus::as_str))
+        .bind(query.before.map(id_text))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(task_from_row).collect()
+    }
+
+    pub(super) async fn cancel_task_tx(
+        &self,
+        tenant_id: &str,
+        id: TaskId,
+        now: DateTime<Utc>,
+    ) -> Result<CancelOutcome, StoreError> {
+        let now_ms = millis(now);
+        let id_text = id_text(id);
+        let mut tx = self.write().await?;
+        let current = sqlx::query(concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM tasks WHERE tenant_id = ?1 AND id = ?2"
+        ))
+        .bind(tenant_id)
+        .bind(&id_text)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(current) = current.as_ref().map(task_from_row).transpose()? else {
+            return Ok(CancelOutcome::NotFound);
+        };
+        if current.status.is_terminal() {
+            return Ok(CancelOutcome::AlreadyTerminal(current));
+        }
+        // Bumping the fence and clearing the lease makes a running worker's next write LeaseLost.
+        let row = sqlx::query(concat!(
+            "UPDATE tasks SET status = 'cancelled', fence = fence + 1, claimed_by = NULL, \
+             lease_expires_at = NULL, finished_at = ?2, updated_at = ?2, last_seq = last_seq + 1 \
+             WHERE id = ?1 RETURNING ",
+            task_columns!()
+        ))
+        .bind(&id_text)
+        .bind(now_ms)
+        .fetch_one(&mut *tx)
+        .await?;
+        let task = task_from_row(&row)?;
+        let data = json!({ "previous_status": current.status });
+        append_event(
+            &mut tx,
+            &id_text,
+            task.last_seq,
+            kinds::TASK_CANCELLED,
+            &data,
+            now_ms,
+        )
+        .await?;
+        tx.commit().await?;
+
+        self.publish(Wakeup::Events {
+            task_id: task.id,
+            last_seq: task.last_seq,
+        });
+        Ok(CancelOutcome::Cancelled(task))
+    }
+}
