@@ -35,11 +35,17 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Print the OpenAPI document (what `openapi/openapi.json` holds).
+    Openapi,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Openapi => {
+            print!("{}", cairn::app::openapi_json());
+            ExitCode::SUCCESS
+        }
         Command::Serve { config } => run(config, |config| async move {
             cairn::server::serve(config, cairn::server::shutdown_signal()).await
         }),

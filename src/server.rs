@@ -100,25 +100,40 @@ pub async fn serve(
     Ok(())
 }
 
-/// Holds the bound listener until the HTTP router (`app::serve`) is wired in.
+/// The HTTP server task and the switch that stops it.
 struct Http {
-    _listener: TcpListener,
+    stop: tokio::sync::oneshot::Sender<()>,
+    handle: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 impl Http {
     fn start(
         listener: TcpListener,
-        _store: Arc<dyn Store>,
-        _clock: Arc<dyn Clock>,
-        _config: Config,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        config: Config,
     ) -> Http {
-        Http {
-            _listener: listener,
-        }
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let state = crate::app::AppState::new(store, clock, config);
+        let handle = tokio::spawn(crate::app::serve(listener, state, async move {
+            let _ = stopped.await;
+        }));
+        Http { stop, handle }
     }
 
+    /// Graceful, but bounded: a request that never finishes must not keep the process alive.
     async fn stop(self) -> Result<(), ServeError> {
-        Ok(())
+        let _ = self.stop.send(());
+        let mut handle = self.handle;
+        match tokio::time::timeout(Duration::from_secs(5), &mut handle).await {
+            Ok(Ok(result)) => result.map_err(ServeError::Http),
+            Ok(Err(join)) => Err(ServeError::Http(std::io::Error::other(join.to_string()))),
+            Err(_) => {
+                tracing::warn!("HTTP connections still open after 5s; closing them");
+                handle.abort();
+                Ok(())
+            }
+        }
     }
 }
 

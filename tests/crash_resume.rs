@@ -1,5 +1,5 @@
 //! The crash test: `cairn serve` is killed with SIGKILL in the middle of a task, a new process
-//! starts on the same Postgres database, and the task finishes with every event kept exactly once.
+//! starts on the same Postgres database (the task was POSTed over HTTP to the first one), and the task finishes with every event kept exactly once.
 
 mod common;
 mod serve_process;
@@ -10,7 +10,7 @@ use cairn::domain::event::kinds;
 use cairn::domain::task::{DEFAULT_TENANT, TaskStatus};
 use cairn::store::Store;
 use cairn::store::postgres::PgStore;
-use serve_process::{FAST_LEASES, Serve, count, submit, wait_events};
+use serve_process::{FAST_LEASES, Serve, count, get_task, post_task, wait_events};
 
 const STEPS: u64 = 8;
 
@@ -21,7 +21,7 @@ async fn sigkill_mid_task_then_restart_finishes_without_losing_or_repeating_even
     store.migrate().await.expect("migrate");
 
     let first = Serve::start(&db.url, FAST_LEASES).await;
-    let id = submit(&store, STEPS, 300).await;
+    let id = post_task(first.addr, STEPS, 300).await;
     wait_events(&store, id, "two committed steps", |events| {
         count(events, kinds::ENGINE_STEP) >= 2
     })
@@ -84,6 +84,9 @@ async fn sigkill_mid_task_then_restart_finishes_without_losing_or_repeating_even
         .expect("exists");
     assert_eq!(task.status, TaskStatus::Succeeded);
     assert_eq!(task.attempts, 2);
+    let shown = get_task(second.addr, id).await;
+    assert_eq!(shown["status"], "succeeded");
+    assert_eq!(shown["attempts"], 2);
 
     assert_eq!(second.terminate().await, Some(0));
     db.drop_database().await;

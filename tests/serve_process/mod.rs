@@ -108,6 +108,35 @@ pub async fn submit(store: &dyn Store, steps: u64, step_ms: u64) -> TaskId {
         .id
 }
 
+/// Submits a task over HTTP (`POST /v1/tasks`), the way a client would.
+pub async fn post_task(addr: SocketAddr, steps: u64, step_ms: u64) -> TaskId {
+    let response = reqwest::Client::new()
+        .post(format!("http://{addr}/v1/tasks"))
+        .json(&serde_json::json!({
+            "goal": "survive a crash",
+            "budget": {"tokens": 1000, "tool_calls": 10, "wall_ms": 600_000},
+            "metadata": {"engine_steps": steps, "engine_step_ms": step_ms},
+        }))
+        .send()
+        .await
+        .expect("POST /v1/tasks");
+    assert_eq!(response.status(), reqwest::StatusCode::ACCEPTED);
+    let task: serde_json::Value = response.json().await.expect("task JSON");
+    task["id"]
+        .as_str()
+        .and_then(|id| id.parse().ok())
+        .expect("task id")
+}
+
+/// Reads a task over HTTP (`GET /v1/tasks/{id}`).
+pub async fn get_task(addr: SocketAddr, id: TaskId) -> serde_json::Value {
+    let response = reqwest::get(format!("http://{addr}/v1/tasks/{id}"))
+        .await
+        .expect("GET /v1/tasks/{id}");
+    assert_eq!(response.status(), reqwest::StatusCode::OK);
+    response.json().await.expect("task JSON")
+}
+
 /// Polls the task's events until `done` holds (bounded), returning them.
 pub async fn wait_events(
     store: &dyn Store,
