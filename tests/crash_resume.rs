@@ -1,5 +1,5 @@
 //! The crash test: `cairn serve` is killed with SIGKILL in the middle of a task, a new process
-//! starts on the same Postgres database (the task was POSTed over HTTP to the first one), and the task finishes with every event kept exactly once.
+//! starts on the same database (Postgres, and the embedded SQLite file) (the task was POSTed over HTTP to the first one), and the task finishes with every event kept exactly once.
 
 mod common;
 mod serve_process;
@@ -10,19 +10,34 @@ use cairn::domain::event::kinds;
 use cairn::domain::task::{DEFAULT_TENANT, TaskStatus};
 use cairn::store::Store;
 use cairn::store::postgres::PgStore;
-use serve_process::{FAST_LEASES, Serve, count, get_task, post_task, wait_events};
+use cairn::store::sqlite::SqliteStore;
+use serve_process::{Db, FAST_LEASES, Serve, count, get_task, post_task, wait_events};
 
 const STEPS: u64 = 8;
 
 #[tokio::test]
-async fn sigkill_mid_task_then_restart_finishes_without_losing_or_repeating_events() {
+async fn sigkill_mid_task_then_restart_finishes_without_losing_or_repeating_events_on_postgres() {
     let db = common::TestPg::create().await;
     let store = PgStore::connect(&db.url, 2).await.expect("connect");
     store.migrate().await.expect("migrate");
+    crash_and_resume(Db::Postgres(&db.url), &store).await;
+    db.drop_database().await;
+}
 
-    let first = Serve::start(&db.url, FAST_LEASES).await;
+/// The embedded default survives a crash the same way (one process at a time on the file).
+#[tokio::test]
+async fn sigkill_mid_task_then_restart_finishes_without_losing_or_repeating_events_on_sqlite() {
+    let db = common::TestSqlite::create();
+    let store = SqliteStore::open(&db.path).await.expect("open");
+    store.migrate().await.expect("migrate");
+    crash_and_resume(Db::Sqlite(&db.path), &store).await;
+}
+
+/// `store` reads the same database as the child processes.
+async fn crash_and_resume(db: Db<'_>, store: &dyn Store) {
+    let first = Serve::start(db, FAST_LEASES).await;
     let id = post_task(first.addr, STEPS, 300).await;
-    wait_events(&store, id, "two committed steps", |events| {
+    wait_events(store, id, "two committed steps", |events| {
         count(events, kinds::ENGINE_STEP) >= 2
     })
     .await;
@@ -36,13 +51,13 @@ async fn sigkill_mid_task_then_restart_finishes_without_losing_or_repeating_even
     assert!(!before.iter().any(|e| kinds::is_terminal(&e.kind)));
 
     let restarted = Instant::now();
-    let second = Serve::start(&db.url, FAST_LEASES).await;
-    let reclaimed = wait_events(&store, id, "a second claim", |events| {
+    let second = Serve::start(db, FAST_LEASES).await;
+    let reclaimed = wait_events(store, id, "a second claim", |events| {
         count(events, kinds::TASK_CLAIMED) >= 2
     })
     .await;
     let recovery = restarted.elapsed();
-    let events = wait_events(&store, id, "task.succeeded", |events| {
+    let events = wait_events(store, id, "task.succeeded", |events| {
         events.iter().any(|e| e.kind == kinds::TASK_SUCCEEDED)
     })
     .await;
@@ -89,5 +104,4 @@ async fn sigkill_mid_task_then_restart_finishes_without_losing_or_repeating_even
     assert_eq!(shown["attempts"], 2);
 
     assert_eq!(second.terminate().await, Some(0));
-    db.drop_database().await;
 }

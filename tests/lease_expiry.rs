@@ -14,6 +14,7 @@ use cairn::domain::task::{Budget, DEFAULT_TENANT, Lease, NewTask, Strategy, Task
 use cairn::engine::minimal::MinimalEngine;
 use cairn::engine::{Engine, EngineError, RunContext, RunOutcome};
 use cairn::store::postgres::PgStore;
+use cairn::store::sqlite::SqliteStore;
 use cairn::store::{Change, Commit, LeaseStatus, Store};
 use cairn::worker::reaper::reap_once;
 use cairn::worker::{PoolParams, WorkerPool};
@@ -110,11 +111,27 @@ async fn recv<T>(rx: &mut mpsc::UnboundedReceiver<T>, what: &str) -> T {
 }
 
 #[tokio::test]
-async fn expired_lease_is_reaped_finished_elsewhere_and_refused_to_the_old_worker() {
+async fn expired_lease_is_reaped_finished_elsewhere_and_refused_to_the_old_worker_on_postgres() {
     let db = common::TestPg::create().await;
     let store_a: Arc<dyn Store> = Arc::new(PgStore::connect(&db.url, 4).await.expect("connect"));
     store_a.migrate().await.expect("migrate");
     let store_b: Arc<dyn Store> = Arc::new(PgStore::connect(&db.url, 4).await.expect("connect"));
+    expire_reap_and_refuse(store_a, store_b).await;
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn expired_lease_is_reaped_finished_elsewhere_and_refused_to_the_old_worker_on_sqlite() {
+    let db = common::TestSqlite::create();
+    let store = SqliteStore::open(&db.path).await.expect("open");
+    store.migrate().await.expect("migrate");
+    let store: Arc<dyn Store> = Arc::new(store);
+    // SQLite is single-node: both workers share the one store of the process.
+    expire_reap_and_refuse(store.clone(), store).await;
+}
+
+/// Worker A (on `store_a`) claims and goes silent; worker B (on `store_b`) takes over.
+async fn expire_reap_and_refuse(store_a: Arc<dyn Store>, store_b: Arc<dyn Store>) {
     let manual = Arc::new(ManualClock::new(chrono::Utc::now()));
     let clock: Arc<dyn Clock> = manual.clone();
 
@@ -212,7 +229,6 @@ async fn expired_lease_is_reaped_finished_elsewhere_and_refused_to_the_old_worke
 
     pool_a.shutdown(Duration::from_secs(5)).await;
     pool_b.shutdown(Duration::from_secs(5)).await;
-    db.drop_database().await;
 }
 
 /// A heartbeat that finds its lease gone (here: the task was cancelled, which moves the fence)

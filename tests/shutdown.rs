@@ -16,7 +16,7 @@ use cairn::engine::{Engine, EngineError, RunContext, RunOutcome};
 use cairn::store::Store;
 use cairn::store::postgres::PgStore;
 use cairn::worker::{PoolParams, WorkerPool, process_worker_id};
-use serve_process::{FAST_LEASES, Serve, count, submit, wait_events};
+use serve_process::{Db, FAST_LEASES, Serve, count, get_task, post_task, submit, wait_events};
 use sqlx::Row;
 
 /// The lease columns as stored: a released task must have none.
@@ -40,7 +40,7 @@ async fn sigterm_mid_task_releases_it_and_exits_zero_then_another_process_finish
     let store = PgStore::connect(&db.url, 2).await.expect("connect");
     store.migrate().await.expect("migrate");
 
-    let first = Serve::start(&db.url, FAST_LEASES).await;
+    let first = Serve::start(Db::Postgres(&db.url), FAST_LEASES).await;
     let id = submit(&store, 20, 300).await;
     wait_events(&store, id, "a committed step", |events| {
         count(events, kinds::ENGINE_STEP) >= 1
@@ -63,7 +63,7 @@ async fn sigterm_mid_task_releases_it_and_exits_zero_then_another_process_finish
     assert_eq!(count(&released, kinds::TASK_LEASE_EXPIRED), 0);
     let steps_before = count(&released, kinds::ENGINE_STEP);
 
-    let second = Serve::start(&db.url, FAST_LEASES).await;
+    let second = Serve::start(Db::Postgres(&db.url), FAST_LEASES).await;
     let events = wait_events(&store, id, "task.succeeded", |events| {
         events.iter().any(|e| e.kind == kinds::TASK_SUCCEEDED)
     })
@@ -139,4 +139,35 @@ async fn an_engine_that_overruns_the_grace_period_is_cut_off_and_its_task_releas
         Some(kinds::TASK_RELEASED)
     );
     db.drop_database().await;
+}
+
+/// The embedded default end to end: the SQLite path is printed at start, a task POSTed over
+/// HTTP finishes, and SIGTERM on an idle server exits 0.
+#[tokio::test]
+async fn serve_on_the_embedded_sqlite_default_prints_its_path_runs_a_task_and_exits_zero() {
+    let db = common::TestSqlite::create();
+    let serve = Serve::start(Db::Sqlite(&db.path), FAST_LEASES).await;
+    let shown = std::fs::canonicalize(&db.path).expect("the file was created");
+    assert!(
+        serve
+            .banner
+            .iter()
+            .any(|line| line.contains("SQLite") && line.contains(&*shown.to_string_lossy())),
+        "{:?}",
+        serve.banner
+    );
+    let id = post_task(serve.addr, 2, 10).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let task = get_task(serve.addr, id).await;
+        if task["status"] == "succeeded" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "task not finished: {task}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(serve.terminate().await, Some(0));
 }

@@ -14,6 +14,7 @@ use cairn::domain::task::{Budget, DEFAULT_TENANT, NewTask, Strategy, Task, TaskI
 use cairn::engine::minimal::MinimalEngine;
 use cairn::store::Store;
 use cairn::store::postgres::PgStore;
+use cairn::store::sqlite::SqliteStore;
 use cairn::worker::{PoolParams, WorkerPool, process_worker_id};
 use serde_json::json;
 
@@ -148,6 +149,14 @@ async fn run_to_success(store: Arc<dyn Store>) {
     }
     let report = pool.shutdown(Duration::from_secs(5)).await;
     assert!(report.drained);
+}
+
+#[tokio::test]
+async fn tasks_run_to_succeeded_on_sqlite() {
+    let db = common::TestSqlite::create();
+    let store = SqliteStore::open(&db.path).await.expect("open sqlite");
+    store.migrate().await.expect("migrate");
+    run_to_success(Arc::new(store)).await;
 }
 
 #[tokio::test]

@@ -11,10 +11,20 @@ use cairn::store::Store;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+/// Where a child `cairn serve` keeps its data.
+#[derive(Debug, Clone, Copy)]
+pub enum Db<'a> {
+    Postgres(&'a str),
+    /// The embedded default: no database URL, this SQLite file.
+    Sqlite(&'a std::path::Path),
+}
+
 /// A running `cairn serve`; killed when dropped.
 pub struct Serve {
     pub child: Child,
     pub addr: SocketAddr,
+    /// Every stdout line printed before the listening line.
+    pub banner: Vec<String>,
 }
 
 /// Settings that make leases expire and get reaped within about a second.
@@ -27,31 +37,37 @@ pub const FAST_LEASES: &[(&str, &str)] = &[
 ];
 
 impl Serve {
-    /// Starts `cairn serve` on `database_url` (port 0) and waits for its listening line.
-    pub async fn start(database_url: &str, env: &[(&str, &str)]) -> Serve {
+    /// Starts `cairn serve` on `db` (port 0) and waits for its listening line.
+    pub async fn start(db: Db<'_>, env: &[(&str, &str)]) -> Serve {
         let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
         command
             .arg("serve")
             .env_remove("DATABASE_URL")
+            .env_remove("CAIRN_DATABASE_URL")
             .env_remove("CAIRN_CONFIG")
-            .env("CAIRN_DATABASE_URL", database_url)
             .env("CAIRN_LISTEN_ADDR", "127.0.0.1:0")
             .env("RUST_LOG", "cairn=info,warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true);
+        match db {
+            Db::Postgres(url) => command.env("CAIRN_DATABASE_URL", url),
+            Db::Sqlite(path) => command.env("CAIRN_SQLITE_PATH", path),
+        };
         for (name, value) in env {
             command.env(name, value);
         }
         let mut child = command.spawn().expect("spawn cairn serve");
         let stdout = child.stdout.take().expect("piped stdout");
         let mut lines = BufReader::new(stdout).lines();
+        let mut banner = Vec::new();
         let addr = tokio::time::timeout(Duration::from_secs(60), async {
             while let Some(line) = lines.next_line().await.expect("read stdout") {
                 if let Some(addr) = line.strip_prefix(cairn::server::LISTENING_PREFIX) {
                     return addr.trim().parse::<SocketAddr>().expect("bound address");
                 }
+                banner.push(line);
             }
             panic!("cairn serve exited before printing its address");
         })
@@ -59,7 +75,11 @@ impl Serve {
         .expect("cairn serve did not start within 60s");
         // Keep draining stdout so the child never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Serve { child, addr }
+        Serve {
+            child,
+            addr,
+            banner,
+        }
     }
 
     pub fn pid(&self) -> u32 {
