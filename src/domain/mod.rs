@@ -6,6 +6,8 @@
 
 pub mod check;
 pub mod event;
+pub mod fingerprint;
+pub mod ledger;
 pub mod plan;
 pub mod task;
 pub mod validate;

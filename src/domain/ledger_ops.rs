@@ -1,0 +1,371 @@
+//! Ledger operations. Each computes its movements and passes them through [`Ledger::apply`],
+//! the one place the books change, so live state and replayed state cannot diverge.
+
+use super::{
+    Account, BudgetExhausted, ChargeOutcome, Ledger, LedgerError, LedgerMovement, LedgerPolicy,
+    MovementKind, PerUnit, Unit, UnitBook,
+};
+
+fn inconsistent(what: String) -> LedgerError {
+    LedgerError::Inconsistent(what)
+}
+
+impl Ledger {
+    /// Opens the books: per unit, the reserve share of the total, then each milestone's share
+    /// of the rest by effort, rounded down. Returns the ledger and its `allocate` movements
+    /// (reserve first, then milestones in the given order, per unit).
+    pub fn allocate(
+        totals: PerUnit<u64>,
+        shares: &[(String, u32)],
+        policy: &LedgerPolicy,
+    ) -> Result<(Ledger, Vec<LedgerMovement>), LedgerError> {
+        if shares.is_empty() {
+            return Err(LedgerError::NoMilestones);
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (id, effort) in shares {
+            if !seen.insert(id.as_str()) {
+                return Err(LedgerError::DuplicateMilestone(id.clone()));
+            }
+            if *effort == 0 {
+                return Err(LedgerError::ZeroEffort(id.clone()));
+            }
+        }
+        let mut ledger = Ledger::with_totals(totals);
+        let mut movements = Vec::new();
+        for unit in Unit::ALL {
+            let total = *totals.get(unit);
+            let reserve = policy.reserve.of(total);
+            movements.push(movement(None, MovementKind::Allocate, unit, reserve));
+            movements.extend(
+                split(total - reserve, shares)
+                    .into_iter()
+                    .map(|(id, amount)| movement(Some(id), MovementKind::Allocate, unit, amount)),
+            );
+        }
+        ledger.apply_all(&movements)?;
+        Ok((ledger, movements))
+    }
+
+    /// Rebuilds a ledger from the task's totals and its stored movements, in order.
+    pub fn replay(
+        totals: PerUnit<u64>,
+        movements: &[LedgerMovement],
+    ) -> Result<Ledger, LedgerError> {
+        let mut ledger = Ledger::with_totals(totals);
+        ledger.apply_all(movements)?;
+        Ok(ledger)
+    }
+
+    fn with_totals(totals: PerUnit<u64>) -> Ledger {
+        let mut ledger = Ledger::default();
+        for unit in Unit::ALL {
+            let book = ledger.books.get_mut(unit);
+            book.total = *totals.get(unit);
+            book.unallocated = book.total;
+        }
+        ledger
+    }
+
+    fn apply_all(&mut self, movements: &[LedgerMovement]) -> Result<(), LedgerError> {
+        movements.iter().try_for_each(|m| self.apply(m))
+    }
+
+    /// Applies one movement; refuses any that would break conservation or draw more than is
+    /// there. The books are unchanged when it returns an error.
+    pub fn apply(&mut self, m: &LedgerMovement) -> Result<(), LedgerError> {
+        let book = self.books.get_mut(m.unit);
+        let amount = m.amount;
+        let short = |what: &str, have: u64| {
+            inconsistent(format!(
+                "{} {} of {amount} {} exceeds {what} {have}",
+                m.kind.as_str(),
+                m.milestone_id.as_deref().unwrap_or("(task)"),
+                m.unit.as_str()
+            ))
+        };
+        match (m.kind, m.milestone_id.as_deref()) {
+            (MovementKind::Allocate, target) => {
+                book.unallocated = book
+                    .unallocated
+                    .checked_sub(amount)
+                    .ok_or_else(|| short("unallocated", book.unallocated))?;
+                match target {
+                    None => book.reserve += amount,
+                    Some(id) => {
+                        book.accounts.entry(id.to_string()).or_default().allocated += amount
+                    }
+                }
+            }
+            (MovementKind::Charge, None) => {
+                let drawn = amount.min(book.reserve);
+                book.reserve -= drawn;
+                book.overhead_drawn += drawn;
+                book.overhead_spent = add(book.overhead_spent, amount)?;
+            }
+            (MovementKind::Charge, Some(id)) => {
+                let account = account_mut(book, id)?;
+                account.spent = add(account.spent, amount)?;
+            }
+            (MovementKind::Grant, Some(id)) => {
+                if amount > book.reserve {
+                    return Err(short("reserve", book.reserve));
+                }
+                let account = account_mut(book, id)?;
+                account.allocated += amount;
+                account.granted += amount;
+                book.reserve -= amount;
+            }
+            (MovementKind::Return, Some(id)) => {
+                let account = account_mut(book, id)?;
+                let unspent = account.allocated.saturating_sub(account.spent);
+                if amount > unspent {
+                    return Err(short("unspent", unspent));
+                }
+                account.allocated -= amount;
+                account.returned += amount;
+                book.reserve += amount;
+            }
+            (MovementKind::Grant | MovementKind::Return, None) => {
+                return Err(inconsistent(format!(
+                    "{} needs a milestone",
+                    m.kind.as_str()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Records spend against `milestone`. A unit that would go over its allocation first draws
+    /// a grant of the deficit (at most the reserve); what the reserve cannot cover is reported
+    /// as [`BudgetExhausted`]. The spend is recorded either way: it has happened.
+    pub fn charge(
+        &mut self,
+        milestone: &str,
+        usage: PerUnit<u64>,
+    ) -> Result<ChargeOutcome, LedgerError> {
+        self.account(milestone, Unit::Tokens)?;
+        let mut movements = Vec::new();
+        let mut exhausted = Vec::new();
+        for unit in Unit::ALL {
+            let amount = *usage.get(unit);
+            if amount == 0 {
+                continue;
+            }
+            let book = self.books.get(unit);
+            let account = self.account(milestone, unit)?;
+            let after = add(account.spent, amount)?;
+            let deficit = after.saturating_sub(account.allocated);
+            let grant = deficit.min(book.reserve);
+            let mut batch = Vec::new();
+            if grant > 0 {
+                batch.push(movement(
+                    Some(milestone.into()),
+                    MovementKind::Grant,
+                    unit,
+                    grant,
+                ));
+            }
+            batch.push(movement(
+                Some(milestone.into()),
+                MovementKind::Charge,
+                unit,
+                amount,
+            ));
+            self.apply_all(&batch)?;
+            movements.extend(batch);
+            let overrun = self.account(milestone, unit)?.overrun();
+            if overrun > 0 {
+                exhausted.push(BudgetExhausted {
+                    milestone_id: Some(milestone.into()),
+                    unit,
+                    overrun,
+                });
+            }
+        }
+        Ok(ChargeOutcome {
+            movements,
+            used: self.used(milestone)?,
+            exhausted,
+        })
+    }
+
+    /// Records task-level spend (gate, planners, goal verifier) against the reserve.
+    pub fn charge_overhead(&mut self, usage: PerUnit<u64>) -> Result<ChargeOutcome, LedgerError> {
+        let mut movements = Vec::new();
+        let mut exhausted = Vec::new();
+        for unit in Unit::ALL {
+            let amount = *usage.get(unit);
+            if amount == 0 {
+                continue;
+            }
+            let uncovered = amount.saturating_sub(self.books.get(unit).reserve);
+            let m = movement(None, MovementKind::Charge, unit, amount);
+            self.apply(&m)?;
+            movements.push(m);
+            if uncovered > 0 {
+                exhausted.push(BudgetExhausted {
+                    milestone_id: None,
+                    unit,
+                    overrun: uncovered,
+                });
+            }
+        }
+        Ok(ChargeOutcome {
+            movements,
+            used: PerUnit::default(),
+            exhausted,
+        })
+    }
+
+    /// Moves a passed milestone's unspent allocation back to the reserve. Returning twice is
+    /// harmless: the second call finds nothing unspent and emits nothing.
+    pub fn return_unspent(&mut self, milestone: &str) -> Result<Vec<LedgerMovement>, LedgerError> {
+        let mut movements = Vec::new();
+        for unit in Unit::ALL {
+            let account = self.account(milestone, unit)?;
+            let unspent = account.allocated.saturating_sub(account.spent);
+            if unspent > 0 {
+                let m = movement(Some(milestone.into()), MovementKind::Return, unit, unspent);
+                self.apply(&m)?;
+                movements.push(m);
+            }
+        }
+        Ok(movements)
+    }
+
+    /// Re-funds the open milestones of an L3 plan version: every milestone in `release` (the old
+    /// version's unfinished ones) returns its unspent allocation, then the reserve less its own
+    /// policy share is split by effort over `shares` (new accounts are opened with a zero
+    /// allocation, then granted).
+    pub fn rebalance(
+        &mut self,
+        release: &[String],
+        shares: &[(String, u32)],
+        policy: &LedgerPolicy,
+    ) -> Result<Vec<LedgerMovement>, LedgerError> {
+        if shares.iter().any(|(_, effort)| *effort == 0) {
+            let (id, _) = shares
+                .iter()
+                .find(|(_, e)| *e == 0)
+                .cloned()
+                .unwrap_or_default();
+            return Err(LedgerError::ZeroEffort(id));
+        }
+        let mut movements = Vec::new();
+        for id in release {
+            movements.extend(self.return_unspent(id)?);
+        }
+        for unit in Unit::ALL {
+            let mut batch = Vec::new();
+            for (id, _) in shares {
+                if !self.books.get(unit).accounts.contains_key(id) {
+                    batch.push(movement(Some(id.clone()), MovementKind::Allocate, unit, 0));
+                }
+            }
+            let reserve = self.books.get(unit).reserve;
+            let pool = reserve - policy.reserve.of(reserve);
+            batch.extend(
+                split(pool, shares)
+                    .into_iter()
+                    .filter(|(_, amount)| *amount > 0)
+                    .map(|(id, amount)| movement(Some(id), MovementKind::Grant, unit, amount)),
+            );
+            self.apply_all(&batch)?;
+            movements.extend(batch);
+        }
+        Ok(movements)
+    }
+
+    /// Fraction of the allocation used, per unit (an empty allocation counts as 1 unit, so any
+    /// spend against it reads as at least 100%).
+    pub fn used(&self, milestone: &str) -> Result<PerUnit<f64>, LedgerError> {
+        let mut used = PerUnit::default();
+        for unit in Unit::ALL {
+            let a = self.account(milestone, unit)?;
+            *used.get_mut(unit) = a.spent as f64 / a.allocated.max(1) as f64;
+        }
+        Ok(used)
+    }
+
+    /// The monitor's predicate: the milestone's check is not passing and some unit has used at
+    /// least `policy.repair_at` of its allocation, so repair starts instead of more tries.
+    pub fn should_start_repair(
+        &self,
+        milestone: &str,
+        check_passing: bool,
+        policy: &LedgerPolicy,
+    ) -> Result<bool, LedgerError> {
+        if check_passing {
+            return Ok(false);
+        }
+        for unit in Unit::ALL {
+            let a = self.account(milestone, unit)?;
+            if a.spent > 0 && policy.repair_at.reached(a.spent, a.allocated) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    pub fn book(&self, unit: Unit) -> &UnitBook {
+        self.books.get(unit)
+    }
+
+    pub fn account(&self, milestone: &str, unit: Unit) -> Result<&Account, LedgerError> {
+        self.books
+            .get(unit)
+            .accounts
+            .get(milestone)
+            .ok_or_else(|| LedgerError::UnknownMilestone(milestone.into()))
+    }
+
+    /// Spend per unit of one milestone, for the task's report.
+    pub fn spent_by(&self, milestone: &str) -> Result<PerUnit<u64>, LedgerError> {
+        let mut spent = PerUnit::default();
+        for unit in Unit::ALL {
+            *spent.get_mut(unit) = self.account(milestone, unit)?.spent;
+        }
+        Ok(spent)
+    }
+}
+
+fn account_mut<'a>(book: &'a mut UnitBook, id: &str) -> Result<&'a mut Account, LedgerError> {
+    book.accounts
+        .get_mut(id)
+        .ok_or_else(|| LedgerError::UnknownMilestone(id.into()))
+}
+
+fn add(a: u64, b: u64) -> Result<u64, LedgerError> {
+    a.checked_add(b)
+        .ok_or_else(|| inconsistent("amount overflows".into()))
+}
+
+fn movement(
+    milestone_id: Option<String>,
+    kind: MovementKind,
+    unit: Unit,
+    amount: u64,
+) -> LedgerMovement {
+    LedgerMovement {
+        milestone_id,
+        kind,
+        unit,
+        amount,
+    }
+}
+
+/// `floor(pool * effort / sum(efforts))` per milestone, in the given order.
+fn split(pool: u64, shares: &[(String, u32)]) -> Vec<(String, u64)> {
+    let sum: u128 = shares.iter().map(|(_, e)| u128::from(*e)).sum();
+    shares
+        .iter()
+        .map(|(id, effort)| {
+            let amount = (u128::from(pool) * u128::from(*effort))
+                .checked_div(sum)
+                .unwrap_or(0);
+            // amount <= pool because effort <= sum, so it fits in u64.
+            (id.clone(), amount as u64)
+        })
+        .collect()
+}
