@@ -313,6 +313,8 @@ async fn bad_paths_queries_and_headers() {
             .send()
             .await
             .expect("request");
+        let allow = api_support::header(&response, "allow");
+        assert!(!allow.is_empty(), "{method} {path}: 405 without Allow");
         assert_problem(response, 405, "/problems/method-not-allowed").await;
     }
 

@@ -327,3 +327,36 @@ async fn an_event_committed_on_one_replica_reaches_a_stream_on_another() {
     replica_b.shutdown().await;
     db.drop_database().await;
 }
+
+/// Hints can be lost; rows cannot. Two SQLite stores on one file share no in-process hints, so an
+/// event committed through one reaches a stream served over the other only by the poll tick.
+#[tokio::test]
+async fn the_poll_tick_delivers_events_without_any_wake_up() {
+    let db = common::TestSqlite::create();
+    let open = || async {
+        let store: std::sync::Arc<dyn Store> = std::sync::Arc::new(
+            cairn::store::sqlite::SqliteStore::open(&db.path)
+                .await
+                .expect("open sqlite"),
+        );
+        store
+    };
+    let writer = open().await;
+    writer.migrate().await.expect("migrate");
+    let reader_store = open().await;
+    let server = TestServer::start(reader_store, test_config()).await;
+    let task = server.create_task("no hints").await;
+    let mut reader = server
+        .events(&format!("/v1/tasks/{}/events", task.id), None)
+        .await;
+    reader.next_event().await.expect("created");
+
+    let lease = claim(writer.as_ref(), &task).await;
+    append(writer.as_ref(), &lease, vec![step(1)], None).await;
+    let (id, kind, _) = reader.next_event().await.expect("claimed, by polling");
+    assert_eq!((id.as_str(), kind.as_str()), ("2", kinds::TASK_CLAIMED));
+    let (id, kind, _) = reader.next_event().await.expect("step, by polling");
+    assert_eq!((id.as_str(), kind.as_str()), ("3", kinds::ENGINE_STEP));
+
+    server.shutdown().await;
+}

@@ -109,13 +109,16 @@ pub async fn task_events(
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     let poll = Duration::from_millis(state.config.poll_interval_ms);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + poll, poll);
+    // A slow reader must not come back to a burst of stale ticks.
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let follow = Follow {
         store: state.store.clone(),
         task_id: id,
         last_seq: after,
         pending: VecDeque::new(),
         wakeups: Some(wakeups),
-        tick: tokio::time::interval_at(tokio::time::Instant::now() + poll, poll),
+        tick,
         shutdown: shutdown.map(|Extension(signal)| signal.0),
         done: false,
     };
