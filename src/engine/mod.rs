@@ -26,7 +26,9 @@ use crate::clock::Clock;
 use crate::domain::task::{Lease, Task, TaskStatus};
 use crate::store::{Change, Commit, Store, StoreError};
 
+pub mod direct;
 pub mod minimal;
+pub mod v2;
 
 /// Why the pool asks an engine to stop. `Run` means carry on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

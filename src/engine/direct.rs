@@ -1,0 +1,233 @@
+//! The direct path: a short act loop with no plan, for goals the gate judged simple.
+//!
+//! Planning has a cost (first seed): for a question one tool call answers, a plan is overhead.
+//! The loop asks the `tactical` model (milestone `direct`) for either steps to run or
+//! `{"done": true, "answer": ...}`, executes steps one at a time under the same executor
+//! contract as planned steps (registered tools, arguments valid against their schemas), stops
+//! after a few tool calls, and ends in the goal-level check: the verifier judges the answer.
+//! Its spend is task overhead (there are no milestones) and is bounded by the task's budget.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::Halt;
+use super::RunOutcome;
+use super::v2::checkpoint::{Record, Spend};
+use super::v2::context::{Cx, brief};
+use super::v2::executor::{EXECUTOR_DRIFT, STEP_FINISHED, check_contract};
+use super::v2::ledger;
+use super::v2::ports::{Purpose, ToolCall};
+use super::v2::report::{self, Ending};
+use super::v2::verifier;
+use crate::domain::plan::{Step, StepList};
+use crate::domain::task::TaskStatus;
+
+/// The milestone id the direct path uses in model headers, keys and events.
+pub const DIRECT: &str = "direct";
+
+const PROMPT: &str = "Answer the goal directly with at most a few tool calls. Answer only JSON: \
+either {\"steps\": [{\"id\", \"tool\", \"args\"}]} to call tools, or {\"done\": true, \
+\"answer\": ...} when you can answer from the observations.";
+
+/// The act loop's checkpoint (inside the v2 state).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+struct DirectState {
+    rounds: u32,
+    tool_calls: u32,
+    observations: Vec<Value>,
+    answer: Option<Value>,
+}
+
+fn load(value: Option<&Value>) -> DirectState {
+    value
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default()
+}
+
+fn over_budget(cx: &Cx, spent: Spend) -> Option<&'static str> {
+    let budget = cx.task().budget;
+    if spent.tokens > budget.tokens {
+        Some("tokens")
+    } else if spent.tool_calls > budget.tool_calls {
+        Some("tool_calls")
+    } else if spent.wall_ms > budget.wall_ms {
+        Some("wall_ms")
+    } else {
+        None
+    }
+}
+
+/// Runs the act loop to a terminal status.
+pub async fn run(cx: &Cx) -> Result<RunOutcome, Halt> {
+    let all_tools: Vec<String> = cx.specs.keys().cloned().collect();
+    loop {
+        let snapshot = cx.journal.snapshot().await;
+        let direct = load(snapshot.direct.as_ref());
+        if let Some(unit) = over_budget(cx, snapshot.overhead) {
+            return report::finish(
+                cx,
+                Ending {
+                    status: TaskStatus::BudgetExhausted,
+                    verified: None,
+                    reason: format!("the direct path ran out of {unit}"),
+                    extra: json!({"observations": direct.observations}),
+                },
+            )
+            .await;
+        }
+        if direct.answer.is_some()
+            || direct.rounds >= cx.config.direct_max_rounds
+            || direct.tool_calls >= cx.config.direct_max_tool_calls
+        {
+            return conclude(cx, direct).await;
+        }
+        if cx.stopping() {
+            return Ok(match cx.journal.ctx().stop_requested() {
+                Some(super::StopSignal::LeaseLost) => RunOutcome::LeaseLost,
+                _ => RunOutcome::Yielded,
+            });
+        }
+        let round = direct.rounds + 1;
+        let input = json!({"goal": cx.task().goal, "tools": cx.tool_schemas(&all_tools),
+                           "observations": direct.observations,
+                           "tool_calls_left": cx.config.direct_max_tool_calls.saturating_sub(direct.tool_calls)});
+        let asked = cx
+            .ask(Purpose::Tactical, Some(DIRECT), round, PROMPT, input)
+            .await;
+        let reply = asked.reply.as_ref().map(|r| r.value.clone());
+        let steps: Vec<Step> = reply
+            .as_ref()
+            .ok()
+            .and_then(|v| serde_json::from_value::<StepList>(v.clone()).ok())
+            .map(|l| l.steps)
+            .unwrap_or_default();
+        let answer = reply
+            .as_ref()
+            .ok()
+            .filter(|v| v.get("done").and_then(Value::as_bool) == Some(true))
+            .map(|v| v.get("answer").cloned().unwrap_or(Value::Null));
+        cx.journal
+            .record(|state| {
+                let mut record = Record::default();
+                ledger::charge(state, None, asked.spend, "tactical", &mut record);
+                let mut direct = load(state.direct.as_ref());
+                direct.rounds = round;
+                match (&reply, &answer) {
+                    (_, Some(answer)) => direct.answer = Some(answer.clone()),
+                    (Err(error), _) => direct
+                        .observations
+                        .push(json!({"round": round, "model_error": error.message})),
+                    (Ok(value), None) if steps.is_empty() => direct
+                        .observations
+                        .push(json!({"round": round, "unusable_reply": brief(value, 500)})),
+                    _ => {}
+                }
+                record.push(
+                    "direct.round",
+                    json!({"round": round, "steps": steps, "done": answer.is_some()}),
+                );
+                state.direct = serde_json::to_value(&direct).ok();
+                Ok((record, ()))
+            })
+            .await?;
+        for (index, step) in steps.iter().enumerate() {
+            let calls = load(cx.journal.read(|s| s.direct.clone()).await.as_ref()).tool_calls;
+            if calls >= cx.config.direct_max_tool_calls {
+                break;
+            }
+            execute(cx, round, index, step, &all_tools).await?;
+        }
+    }
+}
+
+/// One step of the act loop: the executor contract, the call, the charge, one commit.
+async fn execute(
+    cx: &Cx,
+    round: u32,
+    index: usize,
+    step: &Step,
+    allowed: &[String],
+) -> Result<(), Halt> {
+    if let Err(reason) = check_contract(cx, allowed, step) {
+        cx.journal
+            .record(|state| {
+                state.metrics.drift += 1;
+                state.metrics.executor_failures += 1;
+                let mut direct = load(state.direct.as_ref());
+                direct
+                    .observations
+                    .push(json!({"step": step.id, "refused": reason}));
+                state.direct = serde_json::to_value(&direct).ok();
+                let record = Record::event(
+                    EXECUTOR_DRIFT,
+                    json!({"milestone": DIRECT, "step": step.id, "tool": step.tool, "reason": reason}),
+                );
+                Ok((record, ()))
+            })
+            .await?;
+        return Ok(());
+    }
+    let called = cx
+        .call_tool(ToolCall {
+            task_id: cx.task().id,
+            milestone: DIRECT.into(),
+            step: format!("r{round}.{index}.{}", step.id),
+            attempt: 0,
+            tool: step.tool.clone(),
+            args: step.args.clone(),
+        })
+        .await;
+    let (ok, output, error) = match called.reply {
+        Ok(reply) => (reply.error.is_none(), reply.output, reply.error),
+        Err(error) => (false, Value::Null, Some(error.message)),
+    };
+    cx.journal
+        .record(|state| {
+            let mut record = Record::default();
+            ledger::charge(state, None, called.spend, "tool", &mut record);
+            state.metrics.steps_total += 1;
+            if ok {
+                state.metrics.steps_completed += 1;
+            } else {
+                state.metrics.executor_failures += 1;
+            }
+            let mut direct = load(state.direct.as_ref());
+            direct.tool_calls += 1;
+            direct.observations.push(json!({"step": step.id, "tool": step.tool, "args": step.args,
+                                             "ok": ok, "error": error, "output": brief(&output, 2000)}));
+            state.direct = serde_json::to_value(&direct).ok();
+            record.push(
+                STEP_FINISHED,
+                json!({"milestone": DIRECT, "step": step.id, "tool": step.tool, "ok": ok,
+                       "error": error, "output": brief(&output, 2000)}),
+            );
+            Ok((record, ()))
+        })
+        .await?;
+    Ok(())
+}
+
+/// The goal-level check of the direct path.
+async fn conclude(cx: &Cx, direct: DirectState) -> Result<RunOutcome, Halt> {
+    let evidence = json!({"answer": direct.answer, "observations": direct.observations});
+    let verdict = verifier::verify_goal(cx, Some(DIRECT), evidence).await?;
+    let answered = direct.answer.is_some();
+    let status = match (verdict.verified, answered) {
+        (Some(false), _) | (_, false) => TaskStatus::Failed,
+        _ => TaskStatus::Succeeded,
+    };
+    report::finish(
+        cx,
+        Ending {
+            status,
+            verified: verdict.verified,
+            reason: if answered {
+                verdict.reason
+            } else {
+                "the direct path gave no answer within its tool-call bound".into()
+            },
+            extra: json!({"answer": direct.answer, "tool_calls": direct.tool_calls}),
+        },
+    )
+    .await
+}

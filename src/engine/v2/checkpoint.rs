@@ -1,0 +1,311 @@
+//! The engine's checkpoint and the one door through which it is written.
+//!
+//! Why one door: milestones run in parallel, yet the task has one `state` column and one event
+//! sequence. Every transition goes through [`Journal::record`], which takes the state lock,
+//! applies the mutation to a draft, and commits draft + events + ledger entries + artifacts
+//! (+ plan version, + terminal status) in ONE fenced transaction. Only when the commit applied
+//! does the draft become the in-memory state, so memory never runs ahead of the database and a
+//! crash resumes from exactly what the last event describes.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::Mutex;
+
+use super::ledger::LedgerBook;
+use crate::domain::event::NewEvent;
+use crate::domain::plan::Plan;
+use crate::domain::task::TaskStatus;
+use crate::engine::{Applied, EngineError, Halt, RunContext};
+use crate::store::{Change, NewArtifact, NewLedgerEntry, NewPlanVersion};
+
+/// Where a task stands in the v2 flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    #[default]
+    Gate,
+    Direct,
+    Plan,
+    Execute,
+    Verify,
+}
+
+/// Spend per ledger unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Spend {
+    pub tokens: u64,
+    pub tool_calls: u64,
+    pub wall_ms: u64,
+}
+
+impl Spend {
+    pub fn add(&mut self, other: Spend) {
+        self.tokens += other.tokens;
+        self.tool_calls += other.tool_calls;
+        self.wall_ms += other.wall_ms;
+    }
+}
+
+/// Counters for planner telemetry (second seed): planner vs executor failures kept apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Metrics {
+    /// Strategic proposals received (valid or not).
+    pub plans_proposed: u32,
+    /// Strategic proposals refused by validation.
+    pub plans_invalid: u32,
+    /// Tactical proposals refused by step validation.
+    pub step_lists_invalid: u32,
+    pub steps_total: u32,
+    pub steps_completed: u32,
+    /// Steps refused by the executor contract (tool not allowed, args failing the schema).
+    pub drift: u32,
+    /// New plan versions after the first.
+    pub replans: u32,
+    /// Wrong or unusable plans: invalid proposals, milestones whose own steps all ran yet the
+    /// check failed.
+    pub planner_failures: u32,
+    /// Correct plans carried out badly: tool errors, drift.
+    pub executor_failures: u32,
+    pub repairs_retry_step: u32,
+    pub repairs_replan_milestone: u32,
+    pub repairs_replan_strategy: u32,
+}
+
+/// Repair bookkeeping for one milestone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct RepairHistory {
+    pub retry_step: u32,
+    pub replan_milestone: u32,
+    /// Fingerprints of every step list proposed for this milestone.
+    pub fingerprints: Vec<String>,
+    /// Levels in the order they were taken (`retry_step`, `replan_milestone`, ...).
+    pub levels: Vec<String>,
+}
+
+/// Why the current step list of a milestone is being (re)made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// A ReplanReason (`check_failed`, `budget_pressure`, `tool_unavailable`, ...).
+    pub reason: String,
+    pub detail: String,
+    /// The step that failed, if a step did.
+    pub step: Option<String>,
+    /// Whether the failure is the executor's (tool error, drift) or the plan's.
+    pub executor: bool,
+    /// The event that recorded the failure (a plan version's `caused_by_seq`).
+    pub seq: Option<i64>,
+}
+
+/// A milestone's execution record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct MilestoneRun {
+    /// Tactical model calls so far (the `X-Cairn-Attempt` of the next one is this + 1).
+    pub tactical_calls: u32,
+    /// Generation of the current step list; part of each step's idempotency key so a
+    /// re-planned step never reuses an earlier step's receipt.
+    pub generation: u32,
+    /// Index of the next step to execute in the current list.
+    pub next_step: usize,
+    /// True when the current step list is to be replaced before executing further.
+    pub needs_steps: bool,
+    /// The repair level asked for the next tactical call, if any.
+    pub pending_repair: Option<String>,
+    pub failure: Option<Failure>,
+    /// Short record of what was tried and observed, fed back to the tactical planner.
+    pub observations: Vec<Value>,
+    pub repairs: RepairHistory,
+    pub spend: Spend,
+    /// Checks evaluated so far (part of each check call's idempotency key).
+    pub check_runs: u32,
+    /// Set once a repair was started under budget pressure: the repaired step list then runs
+    /// to its end instead of being cut short by the pressure rule again.
+    #[serde(default)]
+    pub pressured: bool,
+    /// How the milestone ended (`passed`, `failed`, `over_budget`).
+    pub outcome: Option<String>,
+}
+
+/// Everything the v2 engine needs to resume a task. Written with every commit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct TaskState {
+    /// Marks the checkpoint as this engine's, so another engine's state is refused loudly.
+    pub engine: String,
+    pub phase: Phase,
+    /// The gate decision record (features, reasons, route).
+    pub gate: Option<Value>,
+    pub plan: Option<Plan>,
+    pub plan_version: i32,
+    pub ledger: Option<LedgerBook>,
+    /// Spend not attributable to a milestone: gate, strategic planning, goal verifier, direct.
+    pub overhead: Spend,
+    pub runs: BTreeMap<String, MilestoneRun>,
+    /// Artifacts by milestone, then by name.
+    pub artifacts: BTreeMap<String, BTreeMap<String, Value>>,
+    pub metrics: Metrics,
+    pub strategic_calls: u32,
+    pub strategy_replans: u32,
+    /// State of the direct act loop, when the gate chose it.
+    pub direct: Option<Value>,
+}
+
+pub const ENGINE_TAG: &str = "v2";
+
+impl TaskState {
+    pub fn fresh() -> Self {
+        Self {
+            engine: ENGINE_TAG.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Reads a checkpoint back; `None` starts fresh.
+    pub fn resume(state: Option<&Value>) -> Result<Self, EngineError> {
+        let Some(value) = state else {
+            return Ok(Self::fresh());
+        };
+        let state: TaskState = serde_json::from_value(value.clone())
+            .map_err(|error| EngineError::Checkpoint(error.to_string()))?;
+        if state.engine != ENGINE_TAG {
+            return Err(EngineError::Checkpoint(format!(
+                "checkpoint belongs to engine {:?}, not {ENGINE_TAG:?}",
+                state.engine
+            )));
+        }
+        Ok(state)
+    }
+
+    pub fn run_mut(&mut self, milestone: &str) -> &mut MilestoneRun {
+        self.runs.entry(milestone.to_string()).or_default()
+    }
+}
+
+/// What one transition writes besides the state itself.
+#[derive(Debug, Default)]
+pub struct Record {
+    pub events: Vec<NewEvent>,
+    pub ledger: Vec<NewLedgerEntry>,
+    pub artifacts: Vec<NewArtifact>,
+    /// Write a new plan version from the draft's plan, with this reason and cause.
+    pub plan_version: Option<(String, Option<i64>)>,
+    pub status: Option<TaskStatus>,
+    pub result: Option<Value>,
+}
+
+impl Record {
+    pub fn event(kind: &str, data: Value) -> Self {
+        Self {
+            events: vec![NewEvent::new(kind, data)],
+            ..Self::default()
+        }
+    }
+
+    pub fn push(&mut self, kind: &str, data: Value) {
+        self.events.push(NewEvent::new(kind, data));
+    }
+
+    pub fn merge(&mut self, other: Record) {
+        self.events.extend(other.events);
+        self.ledger.extend(other.ledger);
+        self.artifacts.extend(other.artifacts);
+        if other.plan_version.is_some() {
+            self.plan_version = other.plan_version;
+        }
+        if other.status.is_some() {
+            self.status = other.status;
+            self.result = other.result;
+        }
+    }
+}
+
+/// The serialized writer of a task's state (see the module docs).
+pub struct Journal {
+    ctx: RunContext,
+    state: Mutex<TaskState>,
+}
+
+impl Journal {
+    pub fn new(ctx: RunContext, state: TaskState) -> Self {
+        Self {
+            ctx,
+            state: Mutex::new(state),
+        }
+    }
+
+    pub fn ctx(&self) -> &RunContext {
+        &self.ctx
+    }
+
+    /// A copy of the current state (for decisions made outside the lock).
+    pub async fn snapshot(&self) -> TaskState {
+        self.state.lock().await.clone()
+    }
+
+    pub async fn read<R>(&self, f: impl FnOnce(&TaskState) -> R) -> R {
+        f(&*self.state.lock().await)
+    }
+
+    /// Applies `mutate` to a draft and commits it with the [`Record`] it returns, atomically.
+    pub async fn record<R>(
+        &self,
+        mutate: impl FnOnce(&mut TaskState) -> Result<(Record, R), Halt>,
+    ) -> Result<(Applied, R), Halt> {
+        let mut guard = self.state.lock().await;
+        let mut draft = guard.clone();
+        let (record, out) = mutate(&mut draft)?;
+        let plan_version = match record.plan_version {
+            Some((reason, caused_by_seq)) => {
+                draft.plan_version += 1;
+                if draft.plan_version > 1 {
+                    draft.metrics.replans += 1;
+                }
+                Some(NewPlanVersion {
+                    version: draft.plan_version,
+                    reason,
+                    caused_by_seq,
+                    plan: plan_snapshot(&draft),
+                })
+            }
+            None => None,
+        };
+        let state = serde_json::to_value(&draft)
+            .map_err(|error| EngineError::Checkpoint(error.to_string()))?;
+        let applied = self
+            .ctx
+            .commit(Change {
+                status: record.status,
+                result: record.result,
+                state: Some(state),
+                plan_version,
+                events: record.events,
+                ledger: record.ledger,
+                artifacts: record.artifacts,
+                release: false,
+            })
+            .await?;
+        *guard = draft;
+        Ok((applied, out))
+    }
+}
+
+/// A plan version's body: the plan (milestone statuses and steps), plus the ledger state and
+/// the names of the artifacts each milestone holds, so a version is readable on its own.
+fn plan_snapshot(state: &TaskState) -> Value {
+    let mut value = serde_json::to_value(&state.plan).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut value {
+        if let Some(ledger) = &state.ledger {
+            map.insert("ledger".into(), ledger.summary());
+        }
+        let refs: BTreeMap<&String, Vec<&String>> = state
+            .artifacts
+            .iter()
+            .map(|(milestone, named)| (milestone, named.keys().collect()))
+            .collect();
+        map.insert(
+            "artifacts".into(),
+            serde_json::to_value(refs).unwrap_or(Value::Null),
+        );
+    }
+    value
+}

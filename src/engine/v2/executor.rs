@@ -1,0 +1,247 @@
+//! The executor: exactly one approved step at a time.
+//!
+//! The planner decides what should happen; the executor only carries out the current step,
+//! and only if it is within the contract: a tool the milestone allows, a registered tool, and
+//! arguments valid against that tool's JSON Schema. Anything else is refused before any call
+//! and recorded as executor drift (second seed), counted apart from planner failures.
+//!
+//! Each executed step is one commit: the charge, the step's new status, the artifacts the tool
+//! returned (they become the active milestone's artifacts) and a `step.finished` event.
+
+use serde_json::{Value, json};
+
+use super::checkpoint::{Failure, Record};
+use super::context::{Cx, brief};
+use super::ledger;
+use super::ports::{FailureKind, ToolCall};
+use crate::domain::plan::{Step, StepStatus};
+use crate::engine::Halt;
+use crate::store::NewArtifact;
+
+pub const STEP_FINISHED: &str = "step.finished";
+pub const EXECUTOR_DRIFT: &str = "executor.drift";
+
+/// What happened to one step.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepOutcome {
+    Done {
+        fraction: f64,
+    },
+    Failed {
+        failure: Failure,
+        fraction: f64,
+    },
+    /// The charge could not be covered even from the reserve.
+    Exhausted {
+        unit: String,
+    },
+    /// The current step list has no step left to run.
+    NoStep,
+}
+
+/// Refuses a step outside the executor contract; `Err` is the drift reason.
+pub fn check_contract(cx: &Cx, allowed: &[String], step: &Step) -> Result<(), String> {
+    if !allowed.contains(&step.tool) {
+        return Err(format!(
+            "tool {:?} is not allowed for this milestone (allowed: {})",
+            step.tool,
+            allowed.join(", ")
+        ));
+    }
+    let Some(spec) = cx.specs.get(&step.tool) else {
+        return Err(format!("tool {:?} is not registered", step.tool));
+    };
+    if spec.schema.is_null() {
+        return Ok(());
+    }
+    let validator = jsonschema::validator_for(&spec.schema)
+        .map_err(|error| format!("tool {:?} has an unusable schema: {error}", step.tool))?;
+    let problems: Vec<String> = validator
+        .iter_errors(&step.args)
+        .take(3)
+        .map(|error| format!("at {:?}: {error}", error.instance_path.to_string()))
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "args do not match the schema of {:?}: {}",
+            step.tool,
+            problems.join("; ")
+        ))
+    }
+}
+
+/// Runs the next step of `milestone_id`'s current step list.
+pub async fn run_next_step(cx: &Cx, milestone_id: &str) -> Result<StepOutcome, Halt> {
+    let snapshot = cx.journal.snapshot().await;
+    let Some(milestone) = snapshot
+        .plan
+        .as_ref()
+        .and_then(|plan| plan.milestone(milestone_id))
+    else {
+        return Ok(StepOutcome::NoStep);
+    };
+    let run = snapshot.runs.get(milestone_id).cloned().unwrap_or_default();
+    let Some(step) = milestone.steps.get(run.next_step).cloned() else {
+        return Ok(StepOutcome::NoStep);
+    };
+    let index = run.next_step;
+    if let Err(reason) = check_contract(cx, &milestone.tools, &step) {
+        return record_drift(cx, milestone_id, index, &step, reason).await;
+    }
+    let called = cx
+        .call_tool(ToolCall {
+            task_id: cx.task().id,
+            milestone: milestone_id.to_string(),
+            step: format!("{}@g{}", step.id, run.generation),
+            attempt: step.attempt,
+            tool: step.tool.clone(),
+            args: step.args.clone(),
+        })
+        .await;
+    let (ok, error, output, artifacts, transient) = match called.reply {
+        Ok(reply) => (
+            reply.error.is_none(),
+            reply.error,
+            reply.output,
+            reply.artifacts,
+            false,
+        ),
+        Err(error) => (
+            false,
+            Some(error.message),
+            Value::Null,
+            Default::default(),
+            error.kind == FailureKind::Transient,
+        ),
+    };
+    let (_, outcome) = cx
+        .journal
+        .record(|state| {
+            let mut record = Record::default();
+            let charged =
+                ledger::charge(state, Some(milestone_id), called.spend, "tool", &mut record);
+            let fraction = charged.as_ref().map(|c| c.fraction).unwrap_or(0.0);
+            let exhausted = charged.and_then(|c| c.exhausted);
+            for (name, value) in &artifacts {
+                state
+                    .artifacts
+                    .entry(milestone_id.to_string())
+                    .or_default()
+                    .insert(name.clone(), value.clone());
+                record.artifacts.push(NewArtifact {
+                    milestone_id: milestone_id.to_string(),
+                    name: name.clone(),
+                    value: value.clone(),
+                });
+            }
+            if let Some(m) = state
+                .plan
+                .as_mut()
+                .and_then(|plan| plan.milestone_mut(milestone_id))
+                && let Some(s) = m.steps.get_mut(index)
+            {
+                s.status = if ok {
+                    StepStatus::Done
+                } else {
+                    StepStatus::Failed
+                };
+            }
+            state.metrics.steps_total += 1;
+            if ok {
+                state.metrics.steps_completed += 1;
+            } else {
+                state.metrics.executor_failures += 1;
+            }
+            let run = state.run_mut(milestone_id);
+            run.observations.push(json!({
+                "step": step.id, "tool": step.tool, "args": step.args,
+                "ok": ok, "error": error, "output": brief(&output, 800),
+            }));
+            let generation = run.generation;
+            let outcome = if ok {
+                run.next_step += 1;
+                StepOutcome::Done { fraction }
+            } else {
+                StepOutcome::Failed {
+                    failure: Failure {
+                        reason: if transient {
+                            "tool_unavailable".into()
+                        } else {
+                            "unexpected_observation".into()
+                        },
+                        detail: error.clone().unwrap_or_default(),
+                        step: Some(step.id.clone()),
+                        executor: true,
+                        seq: None,
+                    },
+                    fraction,
+                }
+            };
+            record.push(
+                STEP_FINISHED,
+                json!({
+                    "milestone": milestone_id, "step": step.id, "tool": step.tool,
+                    "attempt": step.attempt, "generation": generation, "ok": ok,
+                    "error": error, "output": brief(&output, 2000),
+                    "artifacts": artifacts.keys().collect::<Vec<_>>(),
+                }),
+            );
+            let outcome = match exhausted {
+                Some(unit) => StepOutcome::Exhausted { unit },
+                None => outcome,
+            };
+            Ok((record, outcome))
+        })
+        .await?;
+    Ok(outcome)
+}
+
+async fn record_drift(
+    cx: &Cx,
+    milestone_id: &str,
+    index: usize,
+    step: &Step,
+    reason: String,
+) -> Result<StepOutcome, Halt> {
+    let (applied, fraction) = cx
+        .journal
+        .record(|state| {
+            state.metrics.drift += 1;
+            state.metrics.executor_failures += 1;
+            if let Some(s) = state
+                .plan
+                .as_mut()
+                .and_then(|plan| plan.milestone_mut(milestone_id))
+                .and_then(|m| m.steps.get_mut(index))
+            {
+                s.status = StepStatus::Failed;
+            }
+            let fraction = state
+                .ledger
+                .as_ref()
+                .map(|l| l.fraction(milestone_id))
+                .unwrap_or(0.0);
+            state.run_mut(milestone_id).observations.push(json!({
+                "step": step.id, "tool": step.tool, "refused": reason,
+            }));
+            let record = Record::event(
+                EXECUTOR_DRIFT,
+                json!({"milestone": milestone_id, "step": step.id, "tool": step.tool,
+                       "args": brief(&step.args, 1000), "reason": reason}),
+            );
+            Ok((record, fraction))
+        })
+        .await?;
+    Ok(StepOutcome::Failed {
+        failure: Failure {
+            reason: "unexpected_observation".into(),
+            detail: format!("executor refused step {}: {reason}", step.id),
+            step: Some(step.id.clone()),
+            executor: true,
+            seq: Some(applied.last_seq),
+        },
+        fraction,
+    })
+}

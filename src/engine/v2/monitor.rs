@@ -1,0 +1,227 @@
+//! The monitor: the one component that decides a milestone passed, failed or ran out of budget.
+//!
+//! Keeping the decision in one place makes the run auditable (first seed): every decision is a
+//! `monitor.decided` event with its reason. Checks a program can evaluate are preferred; a
+//! `command` leaf is performed by the registered runner tool (cairn never runs a shell), a
+//! `verifier` leaf by the verifier model and recorded as weaker evidence. Both are charged to
+//! the milestone like any other call.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::checkpoint::{Failure, Record};
+use super::context::{Cx, brief};
+use super::ledger;
+use super::ports::{Purpose, ToolCall};
+use crate::domain::check::{Check, CheckOutcome, ExternalResult, evaluate};
+use crate::domain::plan::MilestoneStatus;
+use crate::engine::Halt;
+
+pub const MONITOR_DECIDED: &str = "monitor.decided";
+pub const MILESTONE_STARTED: &str = "milestone.started";
+
+const VERIFIER_PROMPT: &str = "You verify one acceptance condition of a milestone. Answer only \
+JSON {\"verdict\": \"pass\"|\"fail\", \"reason\": \"...\"}. Judge only from the evidence given.";
+
+/// The result of one check evaluation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checked {
+    pub outcome: CheckOutcome,
+    /// The seq of the `monitor.decided` event (a repair's plan version points at it).
+    pub seq: i64,
+    pub exhausted: Option<String>,
+}
+
+/// Why a check is being run: recorded on the decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckCause {
+    /// All steps of the current list ran.
+    StepsDone,
+    /// The milestone reached the budget-pressure fraction with steps left.
+    BudgetPressure,
+    /// Resuming after a crash: the world may have changed since the last attempt.
+    Resume,
+}
+
+impl CheckCause {
+    fn as_str(self) -> &'static str {
+        match self {
+            CheckCause::StepsDone => "steps_done",
+            CheckCause::BudgetPressure => "budget_pressure",
+            CheckCause::Resume => "resume",
+        }
+    }
+}
+
+/// Evaluates `milestone_id`'s check and commits the decision. A pass also completes the
+/// milestone: status `done` and its unspent allocation returned to the reserve.
+pub async fn check(cx: &Cx, milestone_id: &str, cause: CheckCause) -> Result<Checked, Halt> {
+    let snapshot = cx.journal.snapshot().await;
+    let Some(milestone) = snapshot
+        .plan
+        .as_ref()
+        .and_then(|plan| plan.milestone(milestone_id))
+        .cloned()
+    else {
+        return Err(Halt::Error(crate::engine::EngineError::Other(format!(
+            "milestone {milestone_id} is not in the plan"
+        ))));
+    };
+    let run = snapshot.runs.get(milestone_id).cloned().unwrap_or_default();
+    let artifacts = snapshot
+        .artifacts
+        .get(milestone_id)
+        .cloned()
+        .unwrap_or_default();
+    let mut external = BTreeMap::new();
+    let mut spends = Vec::new();
+    for (index, leaf) in milestone.accept.leaves().into_iter().enumerate() {
+        match leaf {
+            Check::Command { tool, args, .. } => {
+                let called = cx
+                    .call_tool(ToolCall {
+                        task_id: cx.task().id,
+                        milestone: milestone_id.to_string(),
+                        // A fresh identity per evaluation and per claim: a check must really
+                        // re-run after a resume, never be answered from a receipt.
+                        step: format!("check{}.{index}", run.check_runs + 1),
+                        attempt: u32::try_from(cx.task().attempts).unwrap_or(0),
+                        tool: tool.clone(),
+                        args: args.clone(),
+                    })
+                    .await;
+                spends.push(("check", called.spend));
+                let result = match called.reply {
+                    Ok(reply) => match reply.error {
+                        Some(error) => ExternalResult::Unavailable(error),
+                        None => ExternalResult::Command(reply.output),
+                    },
+                    Err(error) => ExternalResult::Unavailable(error.message),
+                };
+                external.insert(index, result);
+            }
+            Check::Verifier { prompt } => {
+                let asked = cx
+                    .ask(
+                        Purpose::Verifier,
+                        Some(milestone_id),
+                        run.check_runs + 1,
+                        VERIFIER_PROMPT,
+                        json!({"condition": prompt, "milestone": milestone.title,
+                               "outcome": milestone.outcome, "artifacts": brief(&json!(artifacts), 8000),
+                               "observations": run.observations.iter().rev().take(8).collect::<Vec<_>>()}),
+                    )
+                    .await;
+                spends.push(("verifier", asked.spend));
+                let result = match asked.reply {
+                    Ok(reply) => ExternalResult::Verdict(reply.value),
+                    Err(error) => ExternalResult::Unavailable(error.message),
+                };
+                external.insert(index, result);
+            }
+            _ => {}
+        }
+    }
+    let outcome = evaluate(&milestone.accept, &artifacts, &external);
+    let (applied, exhausted) = cx
+        .journal
+        .record(|state| {
+            let mut record = Record::default();
+            let mut exhausted = None;
+            for (source, spend) in spends {
+                if let Some(charged) =
+                    ledger::charge(state, Some(milestone_id), spend, source, &mut record)
+                    && exhausted.is_none()
+                {
+                    exhausted = charged.exhausted;
+                }
+            }
+            state.run_mut(milestone_id).check_runs += 1;
+            if outcome.passed && exhausted.is_none() {
+                if let Some(m) = state
+                    .plan
+                    .as_mut()
+                    .and_then(|plan| plan.milestone_mut(milestone_id))
+                {
+                    m.status = MilestoneStatus::Done;
+                }
+                state.run_mut(milestone_id).outcome = Some("passed".into());
+                let movements = state
+                    .ledger
+                    .as_mut()
+                    .map(|l| l.release(milestone_id))
+                    .unwrap_or_default();
+                ledger::persist(&movements, "milestone_passed", &mut record);
+            } else {
+                state.run_mut(milestone_id).observations.push(
+                    json!({"check": "failed", "failures": outcome.failures, "cause": cause.as_str()}),
+                );
+            }
+            // The decision goes last so its seq is the one a repair points at.
+            record.push(
+                MONITOR_DECIDED,
+                json!({
+                    "milestone": milestone_id,
+                    "decision": if outcome.passed { "passed" } else { "failing" },
+                    "reason": if outcome.passed { "check passed".to_string() } else { outcome.failures.join("; ") },
+                    "evidence": outcome.evidence,
+                    "cause": cause.as_str(),
+                    "external": external_summary(&external),
+                }),
+            );
+            Ok((record, exhausted))
+        })
+        .await?;
+    Ok(Checked {
+        outcome,
+        seq: applied.last_seq,
+        exhausted,
+    })
+}
+
+fn external_summary(external: &BTreeMap<usize, ExternalResult>) -> Value {
+    let items: Vec<Value> = external
+        .iter()
+        .map(|(index, result)| match result {
+            ExternalResult::Command(output) => {
+                json!({"leaf": index, "command": brief(output, 1000)})
+            }
+            ExternalResult::Verdict(verdict) => json!({"leaf": index, "verdict": verdict}),
+            ExternalResult::Unavailable(reason) => json!({"leaf": index, "unavailable": reason}),
+        })
+        .collect();
+    Value::Array(items)
+}
+
+/// Ends a milestone as failed (`failed`, or `over_budget` when the ledger ran dry).
+pub async fn fail(
+    cx: &Cx,
+    milestone_id: &str,
+    decision: &str,
+    failure: &Failure,
+) -> Result<i64, Halt> {
+    let (applied, ()) = cx
+        .journal
+        .record(|state| {
+            if let Some(m) = state
+                .plan
+                .as_mut()
+                .and_then(|plan| plan.milestone_mut(milestone_id))
+            {
+                m.status = MilestoneStatus::Failed;
+            }
+            state.run_mut(milestone_id).outcome = Some(decision.to_string());
+            Ok((
+                Record::event(
+                    MONITOR_DECIDED,
+                    json!({"milestone": milestone_id, "decision": decision,
+                           "reason": failure.detail, "replan_reason": failure.reason,
+                           "executor_failure": failure.executor}),
+                ),
+                (),
+            ))
+        })
+        .await?;
+    Ok(applied.last_seq)
+}

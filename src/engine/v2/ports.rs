@@ -1,0 +1,140 @@
+//! The engine's two doors to the outside world: models and tools.
+//!
+//! Why ports rather than the clients themselves: the engine's decisions (what to ask, what to
+//! charge, when to repair) must be testable without sockets, and the engine must not care
+//! whether a model is OpenAI, vLLM or the simulator. [`ModelPort`] and [`ToolPort`] carry
+//! exactly what the engine needs; adapters over the real LLM and tool clients live in
+//! [`super::adapters`], fakes live in the tests.
+//!
+//! Every reply carries what the ledger charges: tokens for a model call; the wall-clock time
+//! is measured by the caller around the call, so a slow port cannot misreport it.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::domain::task::TaskId;
+
+/// Why a model is asked; each purpose can have its own model and the simulator scripts
+/// replies by purpose, milestone and attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Purpose {
+    Gate,
+    Strategic,
+    Tactical,
+    Verifier,
+}
+
+impl Purpose {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Purpose::Gate => "gate",
+            Purpose::Strategic => "strategic",
+            Purpose::Tactical => "tactical",
+            Purpose::Verifier => "verifier",
+        }
+    }
+}
+
+/// One question to a model. `prompt` is the instruction, `input` the structured context; the
+/// answer must be one JSON object (validated by the caller against what it expects).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelCall {
+    pub purpose: Purpose,
+    pub task_id: TaskId,
+    /// The milestone the call is about (`direct` for the act loop), if any.
+    pub milestone: Option<String>,
+    /// 1-based attempt for this purpose and milestone (re-asks and repairs raise it).
+    pub attempt: u32,
+    pub prompt: String,
+    pub input: Value,
+    /// JSON Schema of the expected answer, sent as `response_format` where supported.
+    pub schema: Option<Value>,
+}
+
+/// A model's answer: the parsed JSON object and what it cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelReply {
+    pub value: Value,
+    pub tokens: u64,
+}
+
+/// One tool as the operator registered it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// JSON Schema of the tool's arguments.
+    #[serde(default)]
+    pub schema: Value,
+    /// Whether a call changes the world (and therefore needs a receipt to never run twice).
+    #[serde(default)]
+    pub side_effects: bool,
+}
+
+/// One tool call. The idempotency key is derived from `(task, milestone, step, attempt)` so a
+/// resumed step carries the same key as the call it repeats.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub task_id: TaskId,
+    pub milestone: String,
+    /// The logical step name (unique per step list generation, see the executor).
+    pub step: String,
+    pub attempt: u32,
+    pub tool: String,
+    pub args: Value,
+}
+
+/// What a tool answered: its output, named artifacts, or an error it reported.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolReply {
+    pub output: Value,
+    pub artifacts: BTreeMap<String, Value>,
+    pub error: Option<String>,
+}
+
+/// Whether repeating a failed call may help.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    Transient,
+    Permanent,
+    /// The model answered, but not with the JSON asked for.
+    InvalidOutput,
+}
+
+/// A call that produced no usable answer. `tokens` were still spent and are still charged.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct PortError {
+    pub kind: FailureKind,
+    pub message: String,
+    pub tokens: u64,
+}
+
+impl PortError {
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            tokens: 0,
+        }
+    }
+}
+
+#[async_trait]
+pub trait ModelPort: Send + Sync + 'static {
+    async fn complete(&self, call: ModelCall) -> Result<ModelReply, PortError>;
+}
+
+#[async_trait]
+pub trait ToolPort: Send + Sync + 'static {
+    /// The registered tools (the executor checks steps against these schemas).
+    fn specs(&self) -> Vec<ToolSpec>;
+
+    async fn call(&self, call: ToolCall) -> Result<ToolReply, PortError>;
+}

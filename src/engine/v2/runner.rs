@@ -1,0 +1,248 @@
+//! One milestone from start to a decision: tactical steps, one step at a time, the monitor's
+//! check, and local repair when the check fails or a step does.
+//!
+//! The loop is the second seed's planner/executor runtime for one milestone, with the first
+//! seed's budget rule folded in: after every charge the monitor looks at the fraction of the
+//! allocation used; at the pressure mark with steps left it checks early, and a failing check
+//! under pressure skips straight past step retries.
+
+use serde_json::json;
+
+use super::checkpoint::{Failure, Record};
+use super::context::Cx;
+use super::executor::{self, StepOutcome};
+use super::monitor::{self, CheckCause, MILESTONE_STARTED};
+use super::repair::{self, Level};
+use super::tactical::{self, Ask, Planned};
+use crate::domain::plan::MilestoneStatus;
+use crate::engine::Halt;
+
+/// How a milestone's run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MilestoneEnd {
+    Passed,
+    /// The ladder is spent; the milestone is failed.
+    Failed(Failure),
+    /// The ledger could not cover a charge, reserve included.
+    Exhausted {
+        unit: String,
+    },
+    /// The ladder asks for a new strategy (L3).
+    ReplanStrategy(Failure),
+    /// Stopped at a durable point (shutdown, lease lost, or another milestone's outcome).
+    Stopped,
+}
+
+/// Runs `milestone_id` until the monitor decides. `resumed` re-runs the check first.
+pub async fn run(cx: &Cx, milestone_id: &str, resumed: bool) -> Result<MilestoneEnd, Halt> {
+    let status = cx
+        .journal
+        .read(|s| {
+            s.plan
+                .as_ref()
+                .and_then(|p| p.milestone(milestone_id))
+                .map(|m| m.status)
+        })
+        .await;
+    match status {
+        Some(MilestoneStatus::Pending) => {
+            cx.journal
+                .record(|state| {
+                    if let Some(m) = state
+                        .plan
+                        .as_mut()
+                        .and_then(|p| p.milestone_mut(milestone_id))
+                    {
+                        m.status = MilestoneStatus::Active;
+                    }
+                    Ok((
+                        Record::event(MILESTONE_STARTED, json!({"milestone": milestone_id})),
+                        (),
+                    ))
+                })
+                .await?;
+        }
+        Some(MilestoneStatus::Active) if resumed => {
+            // The world may have changed while no one was watching: check before trusting.
+            let checked = monitor::check(cx, milestone_id, CheckCause::Resume).await?;
+            if let Some(unit) = checked.exhausted {
+                return Ok(MilestoneEnd::Exhausted { unit });
+            }
+            if checked.outcome.passed {
+                return Ok(MilestoneEnd::Passed);
+            }
+        }
+        Some(MilestoneStatus::Active) => {}
+        Some(MilestoneStatus::Done) => return Ok(MilestoneEnd::Passed),
+        _ => return Ok(MilestoneEnd::Stopped),
+    }
+    loop {
+        if cx.stopping() {
+            return Ok(MilestoneEnd::Stopped);
+        }
+        let (has_steps, needs_steps, pending_repair, failure) = cx
+            .journal
+            .read(|s| {
+                let steps = s
+                    .plan
+                    .as_ref()
+                    .and_then(|p| p.milestone(milestone_id))
+                    .is_some_and(|m| !m.steps.is_empty());
+                let run = s.runs.get(milestone_id).cloned().unwrap_or_default();
+                (steps, run.needs_steps, run.pending_repair, run.failure)
+            })
+            .await;
+        if !has_steps || needs_steps {
+            let ask = match pending_repair.as_deref() {
+                Some("retry_step") => Ask::RetryStep,
+                Some("replan_milestone") => Ask::ReplanMilestone,
+                _ => Ask::Initial,
+            };
+            match tactical::plan_steps(cx, milestone_id, ask, failure.as_ref()).await? {
+                Planned::Steps { .. } => {}
+                Planned::Exhausted { unit } => return Ok(MilestoneEnd::Exhausted { unit }),
+                Planned::Repeated { fingerprint } => {
+                    let floor = match ask {
+                        Ask::RetryStep => Level::RetryStep,
+                        _ => Level::ReplanMilestone,
+                    };
+                    let failure = failure.clone().unwrap_or_else(|| Failure {
+                        reason: "check_failed".into(),
+                        detail: String::new(),
+                        step: None,
+                        executor: false,
+                        seq: None,
+                    });
+                    let failure = Failure {
+                        detail: format!(
+                            "{} (proposal {fingerprint} was already tried)",
+                            failure.detail
+                        ),
+                        ..failure
+                    };
+                    if let Some(end) = escalate(cx, milestone_id, failure, Some(floor)).await? {
+                        return Ok(end);
+                    }
+                    continue;
+                }
+                Planned::Unusable { reason } => {
+                    let failure = Failure {
+                        reason: "unexpected_observation".into(),
+                        detail: format!("the tactical planner gave no usable steps: {reason}"),
+                        step: None,
+                        executor: false,
+                        seq: None,
+                    };
+                    let floor = Some(Level::ReplanMilestone);
+                    if let Some(end) = escalate(cx, milestone_id, failure, floor).await? {
+                        return Ok(end);
+                    }
+                    continue;
+                }
+            }
+        }
+        let outcome = executor::run_next_step(cx, milestone_id).await?;
+        let (steps_left, pressured) = cx
+            .journal
+            .read(|s| {
+                let run = s.runs.get(milestone_id);
+                let next = run.map(|r| r.next_step).unwrap_or(0);
+                let left = s
+                    .plan
+                    .as_ref()
+                    .and_then(|p| p.milestone(milestone_id))
+                    .is_some_and(|m| next < m.steps.len());
+                (left, run.is_some_and(|r| r.pressured))
+            })
+            .await;
+        let (failure, pressure) = match outcome {
+            StepOutcome::Exhausted { unit } => return Ok(MilestoneEnd::Exhausted { unit }),
+            StepOutcome::Failed { failure, fraction } => {
+                (failure, fraction >= cx.config.pressure_frac)
+            }
+            StepOutcome::Done { fraction } if steps_left => {
+                if fraction < cx.config.pressure_frac || pressured {
+                    continue;
+                }
+                match judge(cx, milestone_id, CheckCause::BudgetPressure).await? {
+                    Judged::Passed => return Ok(MilestoneEnd::Passed),
+                    Judged::Exhausted(unit) => return Ok(MilestoneEnd::Exhausted { unit }),
+                    Judged::Failing(failure) => (failure, true),
+                }
+            }
+            StepOutcome::Done { .. } | StepOutcome::NoStep => {
+                match judge(cx, milestone_id, CheckCause::StepsDone).await? {
+                    Judged::Passed => return Ok(MilestoneEnd::Passed),
+                    Judged::Exhausted(unit) => return Ok(MilestoneEnd::Exhausted { unit }),
+                    Judged::Failing(failure) => {
+                        let fraction = cx
+                            .journal
+                            .read(|s| s.ledger.as_ref().map(|l| l.fraction(milestone_id)))
+                            .await
+                            .unwrap_or(0.0);
+                        (failure, fraction >= cx.config.pressure_frac)
+                    }
+                }
+            }
+        };
+        let (level, failure) = repair::start(cx, milestone_id, failure, pressure, None).await?;
+        if let Some(end) = settle(cx, milestone_id, level, failure).await? {
+            return Ok(end);
+        }
+    }
+}
+
+enum Judged {
+    Passed,
+    Failing(Failure),
+    Exhausted(String),
+}
+
+async fn judge(cx: &Cx, milestone_id: &str, cause: CheckCause) -> Result<Judged, Halt> {
+    let checked = monitor::check(cx, milestone_id, cause).await?;
+    if let Some(unit) = checked.exhausted {
+        return Ok(Judged::Exhausted(unit));
+    }
+    if checked.outcome.passed {
+        return Ok(Judged::Passed);
+    }
+    Ok(Judged::Failing(Failure {
+        reason: if cause == CheckCause::BudgetPressure {
+            "budget_pressure".into()
+        } else {
+            "check_failed".into()
+        },
+        detail: checked.outcome.failures.join("; "),
+        step: None,
+        executor: false,
+        seq: Some(checked.seq),
+    }))
+}
+
+/// Climbs past `floor` after a repeated or unusable proposal.
+async fn escalate(
+    cx: &Cx,
+    milestone_id: &str,
+    failure: Failure,
+    floor: Option<Level>,
+) -> Result<Option<MilestoneEnd>, Halt> {
+    let (level, failure) = repair::start(cx, milestone_id, failure, false, floor).await?;
+    settle(cx, milestone_id, level, failure).await
+}
+
+/// What a ladder decision means for the milestone's loop: `None` carries on with new steps.
+async fn settle(
+    cx: &Cx,
+    milestone_id: &str,
+    level: Level,
+    failure: Failure,
+) -> Result<Option<MilestoneEnd>, Halt> {
+    match level {
+        Level::RetryStep | Level::ReplanMilestone => Ok(None),
+        Level::ReplanStrategy => Ok(Some(MilestoneEnd::ReplanStrategy(failure))),
+        Level::GiveUp => {
+            monitor::fail(cx, milestone_id, "failed", &failure).await?;
+            Ok(Some(MilestoneEnd::Failed(failure)))
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! The strategic planner: milestones with checks and effort, validated before anything runs.
+//!
+//! The prompt is short and stable (first seed): the goal, the tool families (names and
+//! descriptions, not schemas), the constraints, and the output shape. Its answer is parsed and
+//! validated ([`crate::domain::validate`]); an invalid plan goes back to the model with the
+//! errors, at most `max_reasks` times, and is never executed. Version 1 is written with reason
+//! `initial` together with the ledger's allocation. An L3 replan gets the current plan, the
+//! finished milestones and the evidence, and must keep every finished milestone
+//! ([`crate::domain::validate::carry_over`]).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::checkpoint::{Failure, Phase, Record};
+use super::context::Cx;
+use super::ledger::{self, LedgerBook};
+use super::ports::Purpose;
+use crate::domain::plan::{MilestoneStatus, Plan};
+use crate::domain::validate::{KnownTools, PlanError, carry_over, feedback, validate};
+use crate::engine::Halt;
+
+pub const PLAN_PROPOSED: &str = "plan.proposed";
+pub const PLAN_REFUSED: &str = "plan.refused";
+pub const PLAN_ACCEPTED: &str = "plan.accepted";
+
+const PROMPT: &str = "You are the strategic planner of cairn. Cut the goal into a few milestones, \
+each a state of the world a program can check. Answer only JSON {\"milestones\": [{\"id\", \
+\"title\", \"depends_on\", \"effort\", \"tools\", \"outcome\", \"accept\"}]}. `accept` is one of \
+{\"type\":\"artifact\",\"name\",\"non_empty\"}, {\"type\":\"schema\",\"artifact\",\"schema\"}, \
+{\"type\":\"command\",\"tool\",\"args\",\"exit_code\"}, {\"type\":\"verifier\",\"prompt\"}, \
+{\"type\":\"all\",\"checks\"}. Prefer checks a program can run. Use only the listed tools.";
+
+/// How strategic planning ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Strategic {
+    /// A valid plan is stored (as a new plan version).
+    Accepted,
+    /// Every proposal was invalid or the planner was unreachable; nothing was executed.
+    Refused { reason: String },
+}
+
+/// An L3 replan's inputs.
+pub struct Replan<'a> {
+    pub failure: &'a Failure,
+    pub milestone: Option<&'a str>,
+}
+
+/// Asks for a plan (or, with `replan`, a new version of the current one) until one validates.
+pub async fn plan(cx: &Cx, replan: Option<Replan<'_>>) -> Result<Strategic, Halt> {
+    let known = KnownTools::new(cx.specs.keys().cloned());
+    let families: Vec<Value> = cx
+        .specs
+        .values()
+        .map(|t| json!({"name": t.name, "description": t.description, "side_effects": t.side_effects}))
+        .collect();
+    let mut errors: Option<String> = None;
+    for _ in 0..=cx.config.max_reasks {
+        let snapshot = cx.journal.snapshot().await;
+        let attempt = snapshot.strategic_calls + 1;
+        let budget = cx.task().budget;
+        let mut input = json!({
+            "goal": cx.task().goal,
+            "tools": families,
+            "constraints": {"budget": budget},
+            "validation_errors": errors,
+        });
+        if let (Some(r), Some(current)) = (&replan, &snapshot.plan) {
+            input["replan"] = json!({
+                "current_plan": current,
+                "completed": current.milestones.iter()
+                    .filter(|m| m.status == MilestoneStatus::Done)
+                    .map(|m| json!({"id": m.id, "artifacts": snapshot.artifacts.get(&m.id)
+                        .map(|a| a.keys().collect::<Vec<_>>())}))
+                    .collect::<Vec<_>>(),
+                "failed_milestone": r.milestone,
+                "evidence": r.failure,
+                "rule": "keep every completed milestone unchanged (same id, title and accept); plan only the remaining path",
+            });
+        }
+        let asked = cx
+            .ask(Purpose::Strategic, None, attempt, PROMPT, input)
+            .await;
+        let checked: Result<Plan, String> = match &asked.reply {
+            Ok(reply) => Plan::from_value(&reply.value, 8)
+                .and_then(|plan| validate(&plan, &known).map(|()| plan))
+                .and_then(|plan| match (&replan, &snapshot.plan) {
+                    (Some(_), Some(current)) => carry_over(current, &plan),
+                    _ => Ok(plan),
+                })
+                .map_err(|errors: Vec<PlanError>| feedback(&errors, 8)),
+            Err(error) => Err(error.message.clone()),
+        };
+        let proposal = asked.reply.as_ref().ok().map(|r| r.value.clone());
+        let reason = match (&replan, snapshot.plan_version) {
+            (Some(_), _) => "replan_strategy",
+            (None, 0) => "initial",
+            (None, _) => "replan_strategy",
+        };
+        let cause = replan.as_ref().and_then(|r| r.failure.seq);
+        let accepted = cx
+            .journal
+            .record(|state| {
+                let mut record = Record::default();
+                ledger::charge(state, None, asked.spend, "strategic", &mut record);
+                state.strategic_calls = attempt;
+                if proposal.is_some() {
+                    state.metrics.plans_proposed += 1;
+                }
+                match &checked {
+                    Err(reason) => {
+                        if proposal.is_some() {
+                            state.metrics.plans_invalid += 1;
+                            state.metrics.planner_failures += 1;
+                        }
+                        record.push(
+                            PLAN_REFUSED,
+                            json!({"attempt": attempt, "errors": reason, "proposal": proposal}),
+                        );
+                        Ok((record, false))
+                    }
+                    Ok(plan) => {
+                        install(state, plan.clone(), cx, &mut record);
+                        record.push(
+                            PLAN_ACCEPTED,
+                            json!({"attempt": attempt, "version": state.plan_version + 1,
+                                   "reason": reason, "milestones": plan.milestones.len()}),
+                        );
+                        record.plan_version = Some((reason.to_string(), cause));
+                        Ok((record, true))
+                    }
+                }
+            })
+            .await?
+            .1;
+        if accepted {
+            return Ok(Strategic::Accepted);
+        }
+        errors = checked.err();
+    }
+    Ok(Strategic::Refused {
+        reason: errors.unwrap_or_else(|| "no valid plan".into()),
+    })
+}
+
+/// Puts an accepted plan in place with its ledger: a first plan allocates the budget; a
+/// replacement returns the unfinished milestones' unspent shares and re-splits them over the
+/// new unfinished milestones (the reserve is untouched by a replan).
+fn install(state: &mut super::checkpoint::TaskState, plan: Plan, cx: &Cx, record: &mut Record) {
+    let pending: Vec<(String, u32)> = plan
+        .milestones
+        .iter()
+        .filter(|m| m.status != MilestoneStatus::Done)
+        .map(|m| (m.id.clone(), m.effort))
+        .collect();
+    match state.ledger.as_mut() {
+        None => {
+            let (book, movements) =
+                LedgerBook::allocate(&cx.task().budget, &plan.shares(), cx.config.reserve_frac);
+            state.ledger = Some(book);
+            ledger::persist(&movements, "initial_plan", record);
+        }
+        Some(book) => {
+            let mut pool: BTreeMap<String, u64> = BTreeMap::new();
+            let mut movements = Vec::new();
+            if let Some(old) = &state.plan {
+                for m in old
+                    .milestones
+                    .iter()
+                    .filter(|m| m.status != MilestoneStatus::Done)
+                {
+                    for moved in book.release(&m.id) {
+                        *pool.entry(moved.unit.clone()).or_default() += moved.amount;
+                        movements.push(moved);
+                    }
+                }
+            }
+            // The returned shares go back out of the reserve to the new unfinished milestones.
+            for (unit, amount) in &pool {
+                if let Some(books) = book.units.get_mut(unit) {
+                    books.reserve = books.reserve.saturating_sub(*amount);
+                }
+            }
+            movements.extend(book.allocate_more(&pending, &pool));
+            ledger::persist(&movements, "replan_strategy", record);
+        }
+    }
+    for (id, _) in &pending {
+        let run = state.run_mut(id);
+        run.needs_steps = false;
+        run.pending_repair = None;
+        run.next_step = 0;
+        run.outcome = None;
+        // A new strategy gives its milestones a fresh ladder; fingerprints stay, so a step
+        // list already tried is still not tried again.
+        run.repairs.levels.clear();
+        run.repairs.retry_step = 0;
+        run.repairs.replan_milestone = 0;
+    }
+    state.plan = Some(plan);
+    state.phase = Phase::Execute;
+}

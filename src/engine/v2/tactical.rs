@@ -1,0 +1,263 @@
+//! The tactical planner: steps for one milestone, just before it runs.
+//!
+//! The prompt is concrete (first seed): one milestone, its acceptance check, its remaining
+//! budget, the artifacts of the milestones it depends on and the full schemas of the tools it
+//! may use. On repair it also carries what was tried and how it failed. A step list that fails
+//! validation goes back to the model with the errors, a bounded number of times; a list whose
+//! fingerprint was already tried is not executed again (the ladder escalates instead).
+
+use serde_json::{Value, json};
+
+use super::checkpoint::{Failure, Record};
+use super::context::{Cx, brief};
+use super::fingerprint::fingerprint;
+use super::ledger;
+use super::ports::Purpose;
+use crate::domain::plan::{Step, StepList, StepStatus};
+use crate::domain::validate::{PlanLimits, StepError, feedback, validate_steps};
+use crate::engine::Halt;
+
+pub const STEPS_PLANNED: &str = "milestone.steps_planned";
+pub const STEPS_REFUSED: &str = "milestone.steps_refused";
+
+const PROMPT: &str = "You are the tactical planner of cairn. Write the tool-call steps for ONE \
+milestone so that its acceptance check passes. Use only the tools listed, with arguments valid \
+against their schemas. Answer only JSON {\"steps\": [{\"id\", \"tool\", \"args\", \
+\"expected_output\"}]}. When repairing, use the failure and observations; do not repeat what failed.";
+
+/// Which kind of step list is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ask {
+    /// The milestone's first step list.
+    Initial,
+    /// L1: a corrected version of the failing step (and what follows it).
+    RetryStep,
+    /// L2: a new step list for the whole milestone.
+    ReplanMilestone,
+}
+
+impl Ask {
+    pub fn level(self) -> Option<&'static str> {
+        match self {
+            Ask::Initial => None,
+            Ask::RetryStep => Some("retry_step"),
+            Ask::ReplanMilestone => Some("replan_milestone"),
+        }
+    }
+}
+
+/// What the tactical tier produced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Planned {
+    /// A new step list is attached to the milestone.
+    Steps {
+        fingerprint: String,
+    },
+    /// The proposal repeats one already tried: escalate instead of executing it.
+    Repeated {
+        fingerprint: String,
+    },
+    /// Every proposal, re-asks included, was invalid or unusable.
+    Unusable {
+        reason: String,
+    },
+    Exhausted {
+        unit: String,
+    },
+}
+
+/// Asks for steps for `milestone_id` and attaches them (one commit per model call).
+pub async fn plan_steps(
+    cx: &Cx,
+    milestone_id: &str,
+    ask: Ask,
+    failure: Option<&Failure>,
+) -> Result<Planned, Halt> {
+    let mut errors: Option<String> = None;
+    for _ in 0..=cx.config.max_reasks {
+        let snapshot = cx.journal.snapshot().await;
+        let Some(milestone) = snapshot
+            .plan
+            .as_ref()
+            .and_then(|plan| plan.milestone(milestone_id))
+            .cloned()
+        else {
+            return Ok(Planned::Unusable {
+                reason: format!("milestone {milestone_id} is not in the plan"),
+            });
+        };
+        let run = snapshot.runs.get(milestone_id).cloned().unwrap_or_default();
+        let attempt = run.tactical_calls + 1;
+        let dependency_artifacts: serde_json::Map<String, Value> = milestone
+            .depends_on
+            .iter()
+            .filter_map(|dep| {
+                snapshot
+                    .artifacts
+                    .get(dep)
+                    .map(|a| (dep.clone(), brief(&json!(a), 6000)))
+            })
+            .collect();
+        let remaining = snapshot
+            .ledger
+            .as_ref()
+            .map(|l| l.remaining(milestone_id))
+            .unwrap_or_default();
+        let input = json!({
+            "goal": cx.task().goal,
+            "milestone": {"id": milestone.id, "title": milestone.title,
+                          "outcome": milestone.outcome, "accept": milestone.accept},
+            "remaining_budget": remaining,
+            "dependency_artifacts": dependency_artifacts,
+            "tools": cx.tool_schemas(&milestone.tools),
+            "repair": ask.level(),
+            "failure": failure,
+            "current_steps": milestone.steps,
+            "observations": run.observations.iter().rev().take(12).collect::<Vec<_>>(),
+            "validation_errors": errors,
+        });
+        let asked = cx
+            .ask(
+                Purpose::Tactical,
+                Some(milestone_id),
+                attempt,
+                PROMPT,
+                input,
+            )
+            .await;
+        let parsed: Result<Vec<Step>, String> = match &asked.reply {
+            Ok(reply) => serde_json::from_value::<StepList>(reply.value.clone())
+                .map(|list| list.steps)
+                .map_err(|error| format!("not a step list: {error}"))
+                .and_then(|steps| {
+                    match validate_steps(&steps, &milestone, &PlanLimits::default()) {
+                        Ok(()) => Ok(steps),
+                        Err(mut errors) => {
+                            // A tool outside the milestone's list is the executor's to refuse
+                            // (and count as drift), not a malformed proposal.
+                            errors.retain(|e| !matches!(e, StepError::ToolNotAllowed { .. }));
+                            if errors.is_empty() {
+                                Ok(steps)
+                            } else {
+                                Err(feedback(&errors, 8))
+                            }
+                        }
+                    }
+                }),
+            Err(error) => Err(error.message.clone()),
+        };
+        let transient =
+            matches!(&asked.reply, Err(e) if e.kind != super::ports::FailureKind::InvalidOutput);
+        let fp = parsed.as_ref().ok().map(|steps| fingerprint(steps));
+        let repeated = fp
+            .as_ref()
+            .is_some_and(|fp| ask != Ask::Initial && run.repairs.fingerprints.contains(fp));
+        let (_, outcome) = cx
+            .journal
+            .record(|state| {
+                let mut record = Record::default();
+                let charged = ledger::charge(
+                    state,
+                    Some(milestone_id),
+                    asked.spend,
+                    "tactical",
+                    &mut record,
+                );
+                let exhausted = charged.and_then(|c| c.exhausted);
+                state.run_mut(milestone_id).tactical_calls = attempt;
+                let outcome = match (&parsed, fp) {
+                    (Err(reason), _) => {
+                        if !transient {
+                            state.metrics.step_lists_invalid += 1;
+                            state.metrics.planner_failures += 1;
+                        }
+                        record.push(
+                            STEPS_REFUSED,
+                            json!({"milestone": milestone_id, "attempt": attempt, "errors": reason}),
+                        );
+                        None
+                    }
+                    (Ok(_), Some(fp)) if repeated => {
+                        record.push(
+                            STEPS_REFUSED,
+                            json!({"milestone": milestone_id, "attempt": attempt,
+                                   "repeated_fingerprint": fp, "level": ask.level()}),
+                        );
+                        Some(Planned::Repeated { fingerprint: fp })
+                    }
+                    (Ok(steps), Some(fp)) => {
+                        attach(state, milestone_id, ask, failure, steps.clone(), &fp);
+                        record.push(
+                            STEPS_PLANNED,
+                            json!({"milestone": milestone_id, "attempt": attempt,
+                                   "level": ask.level(), "fingerprint": fp,
+                                   "steps": steps}),
+                        );
+                        if let Some(level) = ask.level() {
+                            record.plan_version =
+                                Some((level.to_string(), failure.and_then(|f| f.seq)));
+                        }
+                        Some(Planned::Steps { fingerprint: fp })
+                    }
+                    (Ok(_), None) => None,
+                };
+                let outcome = match exhausted {
+                    Some(unit) => Some(Planned::Exhausted { unit }),
+                    None => outcome,
+                };
+                Ok((record, outcome))
+            })
+            .await?;
+        if let Some(outcome) = outcome {
+            return Ok(outcome);
+        }
+        errors = parsed.err();
+    }
+    Ok(Planned::Unusable {
+        reason: errors.unwrap_or_else(|| "no usable step list".into()),
+    })
+}
+
+/// Attaches a step list: L1 keeps the steps before the failing one and replaces the rest;
+/// the initial list and L2 replace everything. A new generation keeps idempotency keys of
+/// re-planned steps apart from earlier ones.
+fn attach(
+    state: &mut super::checkpoint::TaskState,
+    milestone_id: &str,
+    ask: Ask,
+    failure: Option<&Failure>,
+    mut steps: Vec<Step>,
+    fingerprint: &str,
+) {
+    let Some(milestone) = state
+        .plan
+        .as_mut()
+        .and_then(|plan| plan.milestone_mut(milestone_id))
+    else {
+        return;
+    };
+    let keep = match (ask, failure.and_then(|f| f.step.as_deref())) {
+        (Ask::RetryStep, Some(failed)) => milestone
+            .steps
+            .iter()
+            .position(|s| s.id == failed)
+            .unwrap_or(milestone.steps.len()),
+        _ => 0,
+    };
+    let prior_attempt = milestone.steps.get(keep).map(|s| s.attempt).unwrap_or(0);
+    for step in &mut steps {
+        step.status = StepStatus::Pending;
+        step.attempt = if ask == Ask::RetryStep {
+            prior_attempt + 1
+        } else {
+            0
+        };
+    }
+    milestone.steps.truncate(keep);
+    milestone.steps.extend(steps);
+    let run = state.run_mut(milestone_id);
+    run.generation += 1;
+    run.next_step = keep;
+    run.needs_steps = false;
+    run.repairs.fingerprints.push(fingerprint.to_string());
+}
