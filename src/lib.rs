@@ -10,7 +10,8 @@
 //!    has a Postgres and an embedded SQLite implementation that pass one conformance suite.
 //! 4. The [`worker`] pool claims runnable tasks under a fenced lease, heartbeats, and hands each
 //!    one to an [`engine::Engine`]. The reaper requeues expired leases, also at start-up, so
-//!    tasks of a crashed process resume by themselves.
+//!    tasks of a crashed process resume by themselves. [`server`] ties store, reaper, pool and
+//!    HTTP into the `cairn serve` lifecycle, including graceful shutdown.
 //! 5. The engine decides (gate), plans ([`domain`] holds plans as typed, validated data), and
 //!    executes by calling models through [`llm`] and tools through [`tools`]; every transition
 //!    is an event committed with the state it describes.

@@ -47,7 +47,9 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Serve { config } => run(config, |config| async move {
-            cairn::server::serve(config, cairn::server::shutdown_signal()).await
+            // Installed before start-up, so an early SIGTERM still shuts down cleanly.
+            let shutdown = cairn::server::shutdown_signal();
+            cairn::server::serve(config, shutdown).await
         }),
         Command::Migrate { config } => run(config, |config| async move {
             cairn::server::open_migrated(&config).await.map(|_| ())

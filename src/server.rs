@@ -137,27 +137,39 @@ impl Http {
     }
 }
 
-/// Resolves on SIGINT or SIGTERM (Ctrl-C only where there are no Unix signals).
-pub async fn shutdown_signal() {
+/// Resolves on SIGINT or SIGTERM. The handlers are installed when this is *called* (inside a
+/// runtime), not when it is first polled, so a signal sent right after start-up is never lost
+/// to the default action (which would kill the process without releasing anything).
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
+        let interrupt = signal(SignalKind::interrupt());
+        let terminate = signal(SignalKind::terminate());
+        async move {
+            match (interrupt, terminate) {
+                (Ok(mut interrupt), Ok(mut terminate)) => {
+                    tokio::select! {
+                        _ = interrupt.recv() => {}
+                        _ = terminate.recv() => {}
+                    }
                 }
-            }
-            Err(error) => {
-                tracing::warn!(%error, "cannot listen for SIGTERM; only SIGINT stops cairn");
-                let _ = tokio::signal::ctrl_c().await;
+                (Ok(mut only), Err(error)) | (Err(error), Ok(mut only)) => {
+                    tracing::warn!(%error, "cannot listen for one of SIGINT/SIGTERM");
+                    only.recv().await;
+                }
+                (Err(error), Err(_)) => {
+                    tracing::error!(%error, "cannot listen for signals; stop cairn with SIGKILL");
+                    std::future::pending::<()>().await;
+                }
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 

@@ -171,3 +171,12 @@ async fn serve_on_the_embedded_sqlite_default_prints_its_path_runs_a_task_and_ex
     }
     assert_eq!(serve.terminate().await, Some(0));
 }
+
+/// The signal handlers are installed before the listening line is printed, so a SIGTERM sent
+/// the moment a supervisor sees that line is a clean shutdown, not a kill.
+#[tokio::test]
+async fn sigterm_right_after_start_is_a_clean_exit() {
+    let db = common::TestSqlite::create();
+    let serve = Serve::start(Db::Sqlite(&db.path), FAST_LEASES).await;
+    assert_eq!(serve.terminate().await, Some(0));
+}

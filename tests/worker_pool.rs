@@ -12,6 +12,7 @@ use cairn::clock::{Clock, SystemClock};
 use cairn::domain::event::{Event, kinds};
 use cairn::domain::task::{Budget, DEFAULT_TENANT, NewTask, Strategy, Task, TaskId, TaskStatus};
 use cairn::engine::minimal::MinimalEngine;
+use cairn::engine::{Engine, EngineError, RunContext, RunOutcome};
 use cairn::store::Store;
 use cairn::store::postgres::PgStore;
 use cairn::store::sqlite::SqliteStore;
@@ -205,4 +206,134 @@ async fn two_pools_on_one_postgres_never_run_one_task_at_once() {
     assert!(pool_a.shutdown(Duration::from_secs(5)).await.drained);
     assert!(pool_b.shutdown(Duration::from_secs(5)).await.drained);
     db.drop_database().await;
+}
+
+/// With polling effectively off (one hour), only the store's runnable hint can get an idle
+/// worker to a new task: NOTIFY on Postgres (here sent through a second store, as from another
+/// replica), the in-process channel on SQLite.
+async fn idle_workers_wake_on_the_hint(submitter: Arc<dyn Store>, worker_store: Arc<dyn Store>) {
+    let mut params = pool_params(worker_store, 2);
+    params.poll_interval = Duration::from_secs(3600);
+    let pool = WorkerPool::start(params);
+    // Let both loops finish their first (empty) claim and go idle before the task exists.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let ids = submit(submitter.as_ref(), 1, 1, 0).await;
+    let tasks = wait_terminal(submitter.as_ref(), &ids).await;
+    assert_eq!(tasks[0].status, TaskStatus::Succeeded);
+    assert!(pool.shutdown(Duration::from_secs(5)).await.drained);
+}
+
+#[tokio::test]
+async fn idle_workers_wake_on_the_runnable_hint_on_postgres() {
+    let db = common::TestPg::create().await;
+    let workers: Arc<dyn Store> = Arc::new(PgStore::connect(&db.url, 4).await.expect("connect"));
+    workers.migrate().await.expect("migrate");
+    let submitter: Arc<dyn Store> = Arc::new(PgStore::connect(&db.url, 2).await.expect("connect"));
+    idle_workers_wake_on_the_hint(submitter, workers).await;
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn idle_workers_wake_on_the_runnable_hint_on_sqlite() {
+    let db = common::TestSqlite::create();
+    let store = SqliteStore::open(&db.path).await.expect("open sqlite");
+    store.migrate().await.expect("migrate");
+    let store: Arc<dyn Store> = Arc::new(store);
+    idle_workers_wake_on_the_hint(store.clone(), store).await;
+}
+
+/// Fails every run, one way or another.
+struct Broken {
+    panic: bool,
+}
+
+#[async_trait::async_trait]
+impl Engine for Broken {
+    async fn run(&self, _ctx: RunContext) -> Result<RunOutcome, EngineError> {
+        if self.panic {
+            panic!("engine bug");
+        }
+        Err(EngineError::Other("the model said no".to_string()))
+    }
+}
+
+/// An engine error or panic fails its task with a fenced `task.failed` commit, and the worker
+/// loop survives to run the next task.
+#[tokio::test]
+async fn engine_errors_and_panics_fail_the_task_and_the_pool_carries_on() {
+    let db = common::TestSqlite::create();
+    let store = SqliteStore::open(&db.path).await.expect("open sqlite");
+    store.migrate().await.expect("migrate");
+    let store: Arc<dyn Store> = Arc::new(store);
+    for (panic, message) in [(false, "the model said no"), (true, "engine bug")] {
+        let mut params = pool_params(store.clone(), 1);
+        params.engine = Arc::new(Broken { panic });
+        let pool = WorkerPool::start(params);
+        let ids = submit(store.as_ref(), 2, 1, 0).await;
+        for task in wait_terminal(store.as_ref(), &ids).await {
+            assert_eq!(task.status, TaskStatus::Failed);
+            let result = task.result.clone().expect("a failure report");
+            assert_eq!(result["reason"], "engine_error");
+            assert!(
+                result["error"].as_str().unwrap_or("").contains(message),
+                "{result}"
+            );
+            let history = events(store.as_ref(), task.id).await;
+            assert_eq!(
+                history.last().map(|e| e.kind.as_str()),
+                Some(kinds::TASK_FAILED)
+            );
+        }
+        assert!(pool.shutdown(Duration::from_secs(5)).await.drained);
+    }
+}
+
+/// The minimal engine honours `budget.wall_ms`: a task whose steps outlast it ends
+/// `budget_exhausted` with a report of how far it got.
+#[tokio::test]
+async fn the_wall_clock_budget_ends_a_task_as_budget_exhausted() {
+    let db = common::TestSqlite::create();
+    let store = SqliteStore::open(&db.path).await.expect("open sqlite");
+    store.migrate().await.expect("migrate");
+    let store: Arc<dyn Store> = Arc::new(store);
+    let pool = WorkerPool::start(pool_params(store.clone(), 1));
+    let new = NewTask {
+        id: uuid::Uuid::now_v7(),
+        tenant_id: DEFAULT_TENANT.to_string(),
+        goal: "too slow for its budget".to_string(),
+        strategy: Strategy::Auto,
+        budget: Budget {
+            tokens: 1000,
+            tool_calls: 10,
+            wall_ms: 50,
+        },
+        metadata: json!({ "engine_steps": 5, "engine_step_ms": 40 }),
+    };
+    let id = store
+        .create_task(new, None, SystemClock.now())
+        .await
+        .expect("create")
+        .task
+        .id;
+    let task = wait_terminal(store.as_ref(), &[id]).await.remove(0);
+    assert_eq!(task.status, TaskStatus::BudgetExhausted);
+    let report = task.result.expect("report");
+    assert_eq!(report["unit"], "wall_ms");
+    assert_eq!(report["budget"], 50);
+    assert!(report["spent"].as_u64().unwrap_or(0) > 50, "{report}");
+    let done = report["steps_done"].as_u64().expect("steps_done");
+    assert!(done < 5, "{report}");
+    let history = events(store.as_ref(), id).await;
+    assert_eq!(
+        history
+            .iter()
+            .filter(|e| e.kind == kinds::ENGINE_STEP)
+            .count() as u64,
+        done
+    );
+    assert_eq!(
+        history.last().map(|e| e.kind.as_str()),
+        Some(kinds::TASK_BUDGET_EXHAUSTED)
+    );
+    assert!(pool.shutdown(Duration::from_secs(5)).await.drained);
 }
