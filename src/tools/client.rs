@@ -237,7 +237,7 @@ fn transport_error(tool: &str, timeout_ms: u64, error: &reqwest::Error) -> ToolE
             message.push_str(&cause.to_string());
             source = cause.source();
         }
-        ToolError::Connect {
+        ToolError::Transport {
             tool: tool.to_string(),
             message,
         }

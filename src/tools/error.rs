@@ -14,7 +14,8 @@ pub enum ToolFailure {
     /// Arguments broke the tool's schema: never sent.
     InvalidArgs,
     Timeout,
-    Connect,
+    /// Could not reach the tool, or its answer was cut short.
+    Transport,
     /// HTTP 4xx.
     ClientError,
     /// HTTP 5xx.
@@ -35,8 +36,10 @@ pub enum ToolError {
     InvalidArgs { tool: String, messages: Vec<String> },
     #[error("tool {tool:?}: no answer within {timeout_ms} ms")]
     Timeout { tool: String, timeout_ms: u64 },
-    #[error("tool {tool:?}: could not connect: {message}")]
-    Connect { tool: String, message: String },
+    #[error(
+        "tool {tool:?}: transport failed (unreachable, or the answer was cut short): {message}"
+    )]
+    Transport { tool: String, message: String },
     #[error("tool {tool:?}: HTTP {status}: {message}")]
     Http {
         tool: String,
@@ -66,7 +69,7 @@ impl ToolError {
             ToolError::UnknownTool { .. } => ToolFailure::UnknownTool,
             ToolError::InvalidArgs { .. } => ToolFailure::InvalidArgs,
             ToolError::Timeout { .. } => ToolFailure::Timeout,
-            ToolError::Connect { .. } => ToolFailure::Connect,
+            ToolError::Transport { .. } => ToolFailure::Transport,
             ToolError::Http { status, .. } if *status >= 500 => ToolFailure::ServerError,
             ToolError::Http { .. } => ToolFailure::ClientError,
             ToolError::Contract { .. } => ToolFailure::ContractViolation,
@@ -78,7 +81,7 @@ impl ToolError {
     /// Whether repeating the same call may succeed (an L1 retry is worth it).
     pub fn is_transient(&self) -> bool {
         match self {
-            ToolError::Timeout { .. } | ToolError::Connect { .. } | ToolError::Receipt { .. } => {
+            ToolError::Timeout { .. } | ToolError::Transport { .. } | ToolError::Receipt { .. } => {
                 true
             }
             ToolError::Http { status, .. } => *status >= 500 || *status == 429 || *status == 408,

@@ -106,13 +106,51 @@ struct RegistryFile {
 }
 
 impl ToolRegistry {
-    /// Loads and checks a registry file.
+    /// Loads and checks a registry file: TOML, or JSON when the name ends in `.json`.
     pub fn load(path: &Path) -> Result<ToolRegistry, RegistryError> {
         let text = std::fs::read_to_string(path).map_err(|source| RegistryError::Read {
             path: path.display().to_string(),
             source,
         })?;
-        Self::parse_toml(&text, &path.display().to_string())
+        let origin = path.display().to_string();
+        if path.extension().is_some_and(|ext| ext == "json") {
+            Self::parse_json(&text, &origin)
+        } else {
+            Self::parse_toml(&text, &origin)
+        }
+    }
+
+    /// Parses the JSON form, `{"tools": [...]}` (what the simulator serves).
+    pub fn parse_json(text: &str, origin: &str) -> Result<ToolRegistry, RegistryError> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct JsonFile {
+            #[serde(default)]
+            tools: Vec<Value>,
+        }
+        let file: JsonFile = serde_json::from_str(text).map_err(|error| RegistryError::Parse {
+            origin: origin.to_string(),
+            message: error.to_string(),
+        })?;
+        let mut specs = Vec::with_capacity(file.tools.len());
+        for (index, entry) in file.tools.into_iter().enumerate() {
+            let tool = entry
+                .get("name")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("#{}", index + 1));
+            let spec = serde_json::from_value::<ToolSpec>(entry).map_err(|error| {
+                let message = error.to_string();
+                RegistryError::Invalid {
+                    origin: origin.to_string(),
+                    field: field_in(&message).unwrap_or_else(|| "(entry)".into()),
+                    tool,
+                    message,
+                }
+            })?;
+            specs.push(spec);
+        }
+        Self::from_specs(specs, origin)
     }
 
     /// Parses registry TOML; `origin` names the source in error messages.
