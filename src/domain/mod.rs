@@ -2,12 +2,21 @@
 //!
 //! Nothing here touches sqlx, axum or reqwest. Tasks, events and leases describe what the store
 //! keeps; plans, milestones, checks, the ledger and the gate describe what the engine decides.
-//! This is the most unit- and property-tested part of cairn.
+//! This is the most unit- and property-tested part of cairn (`tests/domain_props.rs`).
+//!
+//! The planning engine's pure half, in the order a task meets it:
+//! - [`gate`]: plan or act, from the gate model's features or a heuristic over the goal text;
+//! - [`plan`] and [`check`]: the plan as typed data, and how an acceptance check is judged;
+//! - [`validate`]: what a planner's output must satisfy before anything runs;
+//! - [`ledger`]: reserve, allocations by effort, charges, grants and returns, as movements;
+//! - [`fingerprint`] and [`repair`]: the repair ladder and the guard against repeated proposals.
 
 pub mod check;
 pub mod event;
 pub mod fingerprint;
+pub mod gate;
 pub mod ledger;
 pub mod plan;
+pub mod repair;
 pub mod task;
 pub mod validate;
