@@ -34,7 +34,17 @@ async fn post_raw(
 
 #[tokio::test]
 async fn bad_submissions_are_problems_and_write_nothing() {
-    let db = Db::create().await;
+    bad_submissions(Db::create().await).await;
+}
+
+/// Also on Postgres whatever the default backend: its text and jsonb refuse NUL, so this is
+/// where a missing check would surface as a 500.
+#[tokio::test]
+async fn bad_submissions_are_problems_and_write_nothing_on_postgres() {
+    bad_submissions(Db::Postgres(common::TestPg::create().await)).await;
+}
+
+async fn bad_submissions(db: Db) {
     let store = db.store().await;
     let server = TestServer::start(store.clone(), test_config()).await;
     let existing = server.create_task("already here").await;
@@ -63,6 +73,7 @@ async fn bad_submissions_are_problems_and_write_nothing() {
         ("blank goal", r#"{"goal": "  \n\t ", "budget": {"tokens": 1, "tool_calls": 1, "wall_ms": 1}}"#.into(), json_type, 422, "/problems/validation"),
         ("NUL in goal", r#"{"goal": "a\u0000b", "budget": {"tokens": 1, "tool_calls": 1, "wall_ms": 1}}"#.into(), json_type, 422, "/problems/validation"),
         ("oversized goal", json!({"goal": "g".repeat(33 * 1024), "budget": {"tokens": 1, "tool_calls": 1, "wall_ms": 1}}).to_string(), json_type, 422, "/problems/validation"),
+        ("NUL in metadata", r#"{"goal": "g", "budget": {"tokens": 1, "tool_calls": 1, "wall_ms": 1}, "metadata": {"k\u0000": "v"}}"#.into(), json_type, 422, "/problems/validation"),
         ("metadata not an object", r#"{"goal": "g", "budget": {"tokens": 1, "tool_calls": 1, "wall_ms": 1}, "metadata": [1]}"#.into(), json_type, 422, "/problems/validation"),
         ("oversized metadata", json!({"goal": "g", "budget": {"tokens": 1, "tool_calls": 1, "wall_ms": 1}, "metadata": {"k": "v".repeat(17 * 1024)}}).to_string(), json_type, 422, "/problems/validation"),
         ("no content type", task_body("g").to_string(), None, 415, "/problems/unsupported-media-type"),
@@ -377,4 +388,116 @@ async fn readyz_is_503_when_postgres_is_gone() {
     let problem = assert_problem(response, 500, "/problems/internal").await;
     assert!(!problem.to_string().contains(&name), "{problem}");
     server.shutdown().await;
+}
+
+mod fuzz {
+    //! Arbitrary bodies, in-process through the router: never a 5xx, every refusal a problem,
+    //! and a refusal never writes.
+
+    use super::*;
+    use axum::body::Body;
+    use proptest::prelude::*;
+    use tower::ServiceExt;
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            ".{0,12}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                prop::collection::btree_map("[a-z_]{0,8}", inner, 0..4)
+                    .prop_map(|map| Value::Object(map.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// A valid body with one field replaced, removed or added, or something else entirely.
+    fn body() -> impl Strategy<Value = Vec<u8>> {
+        let field = prop_oneof![
+            Just("goal"),
+            Just("budget"),
+            Just("strategy"),
+            Just("metadata"),
+            Just("extra")
+        ];
+        let unit = prop_oneof![Just("tokens"), Just("tool_calls"), Just("wall_ms")];
+        prop_oneof![
+            (field, json_value()).prop_map(|(field, value)| {
+                let mut body = task_body("fuzz");
+                body[field] = value;
+                body.to_string().into_bytes()
+            }),
+            (unit, json_value()).prop_map(|(unit, value)| {
+                let mut body = task_body("fuzz");
+                body["budget"][unit] = value;
+                body.to_string().into_bytes()
+            }),
+            json_value().prop_map(|value| value.to_string().into_bytes()),
+            prop::collection::vec(any::<u8>(), 0..64),
+        ]
+    }
+
+    /// Postgres matters most here: its text and jsonb refuse NUL, which must stay a 4xx.
+    #[test]
+    fn arbitrary_bodies_never_fail_on_the_server_side_sqlite() {
+        fuzz(Db::Sqlite(common::TestSqlite::create()));
+    }
+
+    #[test]
+    fn arbitrary_bodies_never_fail_on_the_server_side_postgres() {
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        fuzz(Db::Postgres(runtime.block_on(common::TestPg::create())));
+    }
+
+    fn fuzz(db: Db) {
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        let store = runtime.block_on(db.store());
+        let state = cairn::app::AppState::new(
+            store.clone(),
+            std::sync::Arc::new(cairn::clock::SystemClock),
+            test_config(),
+        );
+        let router = cairn::app::router(state);
+        let config = ProptestConfig {
+            cases: 200,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        };
+        proptest!(config, |(body in body())| {
+            let (status, content_type, count_before, count_after) = runtime.block_on(async {
+                let before = all_tasks(store.as_ref()).await.len();
+                let request = axum::http::Request::post("/v1/tasks")
+                    .header("content-type", "application/json")
+                    .body(Body::from(body.clone()))
+                    .expect("request");
+                let response = router.clone().oneshot(request).await.expect("infallible");
+                let content_type = response
+                    .headers()
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string();
+                let after = all_tasks(store.as_ref()).await.len();
+                (response.status().as_u16(), content_type, before, after)
+            });
+            let shown = String::from_utf8_lossy(&body);
+            prop_assert!(status < 500, "{status} for {shown}");
+            if status >= 400 {
+                prop_assert!(content_type.starts_with("application/problem+json"), "{shown}");
+                prop_assert_eq!(count_after, count_before, "refused but written: {}", shown);
+            } else {
+                prop_assert_eq!(status, 202, "{}", shown);
+                prop_assert_eq!(count_after, count_before + 1);
+            }
+        });
+        runtime.block_on(db.drop());
+    }
 }
