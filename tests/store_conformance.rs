@@ -4,7 +4,8 @@
 //! `conformance!` instantiates it as `sqlite_<case>` (a temp-file database) and
 //! `postgres_<case>` (a fresh database on the local Postgres, dropped afterwards, even when the
 //! case fails). Cases that need time to pass drive a `ManualClock`; nothing here sleeps to decide
-//! an outcome. The cases live in `store_conformance/`, grouped by concern.
+//! an outcome. The cases live in `store_conformance/`, grouped by concern; `sqlite_file` adds the
+//! few checks only the embedded file has (creation, WAL, reopen, two stores on one file).
 
 mod common;
 
@@ -12,6 +13,8 @@ mod common;
 mod leases;
 #[path = "store_conformance/records.rs"]
 mod records;
+#[path = "store_conformance/sqlite_file.rs"]
+mod sqlite_file;
 #[path = "store_conformance/support.rs"]
 mod support;
 #[path = "store_conformance/tasks.rs"]

@@ -279,25 +279,16 @@ pub async fn receipts_keep_the_first(store: Arc<dyn Store>) {
 pub async fn subscribe_receives_wakeups(store: Arc<dyn Store>) {
     let clock = clock();
     let mut rx = store.subscribe();
+    let events_up_to = |task_id, last_seq| Wakeup::Events { task_id, last_seq };
     let id = create(&store, &clock, "wake me").await;
-    expect_wakeup(
+    expect_wakeups(
         &mut rx,
-        |w| *w == Wakeup::TaskRunnable,
-        "created task is runnable",
+        &[events_up_to(id, 1), Wakeup::TaskRunnable],
+        "create",
     )
     .await;
     let lease = claim(&store, &clock, "w").await.lease;
-    expect_wakeup(
-        &mut rx,
-        |w| {
-            *w == Wakeup::Events {
-                task_id: id,
-                last_seq: 2,
-            }
-        },
-        "claim event",
-    )
-    .await;
+    expect_wakeups(&mut rx, &[events_up_to(id, 2)], "claim").await;
     commit(
         &store,
         &clock,
@@ -305,30 +296,36 @@ pub async fn subscribe_receives_wakeups(store: Arc<dyn Store>) {
         events(&["engine.step", "engine.step"]),
     )
     .await;
-    expect_wakeup(
-        &mut rx,
-        |w| {
-            *w == Wakeup::Events {
-                task_id: id,
-                last_seq: 4,
-            }
-        },
-        "events after a commit",
-    )
-    .await;
+    expect_wakeups(&mut rx, &[events_up_to(id, 4)], "commit with events").await;
+
     let release = Change {
         release: true,
         ..events(&[kinds::TASK_RELEASED])
     };
-    commit(&store, &clock, &release_lease(&lease), release).await;
-    expect_wakeup(
+    commit(&store, &clock, &lease, release).await;
+    expect_wakeups(
         &mut rx,
-        |w| *w == Wakeup::TaskRunnable,
-        "released task is runnable",
+        &[events_up_to(id, 5), Wakeup::TaskRunnable],
+        "release",
     )
     .await;
-}
 
-fn release_lease(lease: &cairn::domain::task::Lease) -> cairn::domain::task::Lease {
-    lease.clone()
+    claim(&store, &clock, "w").await;
+    clock.advance(lease_ttl() + Duration::seconds(1));
+    assert_eq!(
+        store.reap_expired(clock.now()).await.expect("reap"),
+        vec![id]
+    );
+    expect_wakeups(
+        &mut rx,
+        &[events_up_to(id, 7), Wakeup::TaskRunnable],
+        "reap",
+    )
+    .await;
+
+    store
+        .cancel_task(DEFAULT_TENANT, id, clock.now())
+        .await
+        .expect("cancel");
+    expect_wakeups(&mut rx, &[events_up_to(id, 8)], "cancel").await;
 }

@@ -92,19 +92,17 @@ pub async fn event_count(store: &Arc<dyn Store>, task: TaskId) -> usize {
         .len()
 }
 
-/// Waits (bounded) for a wake-up matching `wanted`, skipping others; panics on timeout.
-pub async fn expect_wakeup(
-    rx: &mut broadcast::Receiver<Wakeup>,
-    wanted: impl Fn(&Wakeup) -> bool,
-    what: &str,
-) {
+/// Waits (bounded) until every wake-up in `wanted` has arrived, in any order, skipping others
+/// (hints may repeat or interleave); panics on timeout.
+pub async fn expect_wakeups(rx: &mut broadcast::Receiver<Wakeup>, wanted: &[Wakeup], what: &str) {
+    let mut missing = wanted.to_vec();
     let deadline = tokio::time::Instant::now() + StdDuration::from_secs(10);
-    loop {
+    while !missing.is_empty() {
         match tokio::time::timeout_at(deadline, rx.recv()).await {
-            Ok(Ok(wakeup)) if wanted(&wakeup) => return,
-            Ok(Ok(_)) | Ok(Err(broadcast::error::RecvError::Lagged(_))) => continue,
+            Ok(Ok(wakeup)) => missing.retain(|want| *want != wakeup),
+            Ok(Err(broadcast::error::RecvError::Lagged(_))) => continue,
             Ok(Err(broadcast::error::RecvError::Closed)) => panic!("wake-ups closed: {what}"),
-            Err(_) => panic!("no wake-up within 10s: {what}"),
+            Err(_) => panic!("{what}: no {missing:?} within 10s"),
         }
     }
 }
