@@ -39,6 +39,9 @@ pub enum ServeError {
     },
     #[error("HTTP server failed: {0}")]
     Http(std::io::Error),
+    /// The engine could not be built from the configuration (a model endpoint, a tools file).
+    #[error("cannot start the engine: {0}")]
+    Engine(String),
 }
 
 /// Opens and migrates the configured store; what `cairn migrate` does and `serve` starts with.
@@ -54,12 +57,27 @@ pub async fn open_migrated(config: &Config) -> Result<Arc<dyn Store>, ServeError
     Ok(store)
 }
 
-/// Runs `cairn serve` until `shutdown` resolves, then stops cleanly (see the module docs).
+/// Runs `cairn serve` with the minimal engine until `shutdown` resolves, then stops cleanly
+/// (see the module docs).
 pub async fn serve(
     config: Config,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
+    let minimal = |_: &Config, _: Arc<dyn Store>| -> Result<Arc<dyn Engine>, ServeError> {
+        Ok(Arc::new(MinimalEngine::default()))
+    };
+    serve_with(config, minimal, shutdown).await
+}
+
+/// [`serve`] with the engine built by `make_engine` once the store is open (an engine may read
+/// history, such as gate statistics, from it). This is where the planning engine plugs in.
+pub async fn serve_with(
+    config: Config,
+    make_engine: impl FnOnce(&Config, Arc<dyn Store>) -> Result<Arc<dyn Engine>, ServeError>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
     let store = open_migrated(&config).await?;
+    let engine = make_engine(&config, store.clone())?;
     let listener = TcpListener::bind(config.listen_addr)
         .await
         .map_err(|source| ServeError::Bind {
@@ -71,7 +89,6 @@ pub async fn serve(
         source,
     })?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let engine: Arc<dyn Engine> = Arc::new(MinimalEngine::default());
     let worker_id = process_worker_id();
 
     let reaper = Reaper::start(ReaperParams {

@@ -148,6 +148,9 @@ async fn worker_loop(shared: Shared, index: usize, mut wakeups: broadcast::Recei
         if *shared.shutdown.borrow() {
             break;
         }
+        // The claim sees every row committed before it, so hints queued until now (say, while
+        // an engine ran) carry nothing new; only hints arriving after this point can.
+        drain(&mut wakeups);
         let claimed = params
             .store
             .claim(&params.worker_id, params.clock.now(), lease_ttl)
@@ -173,6 +176,14 @@ async fn worker_loop(shared: Shared, index: usize, mut wakeups: broadcast::Recei
         }
     }
     tracing::debug!(worker = index, "worker loop stopped");
+}
+
+fn drain(wakeups: &mut broadcast::Receiver<Wakeup>) {
+    use broadcast::error::TryRecvError;
+    while !matches!(
+        wakeups.try_recv(),
+        Err(TryRecvError::Empty | TryRecvError::Closed)
+    ) {}
 }
 
 /// Sleeps until a runnable hint, the poll interval, or shutdown. False means shut down.
