@@ -6,12 +6,13 @@
 //! all is written and the outcome is [`Commit::LeaseLost`]. Events are numbered from the bumped
 //! `last_seq` while the row lock is held, so seqs stay dense even against a concurrent cancel or
 //! reaper. Batches are bound as arrays and expanded with `UNNEST`: a change costs one round trip
-//! and one implicit transaction (the NOTIFY included) however many rows it carries.
+//! and one implicit transaction however many rows it carries; the hints go out after it.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::{PgPool, Row};
 
+use super::outbox::Outbox;
 use crate::domain::task::{Lease, TaskStatus};
 use crate::store::{Change, Commit, StoreError};
 
@@ -45,14 +46,11 @@ WITH moved AS ( \
         WITH ORDINALITY AS e(milestone_id, name, value, ord) \
     ORDER BY e.ord \
 ) \
-SELECT last_seq, \
-    CASE WHEN $5 > 0 \
-        THEN pg_notify('cairn_events', id::text || ':' || last_seq::text)::text END, \
-    CASE WHEN $4 = 'queued' THEN pg_notify('cairn_tasks', '')::text END \
-FROM moved";
+SELECT last_seq FROM moved";
 
 pub(super) async fn commit(
     pool: &PgPool,
+    hints: &Outbox,
     lease: &Lease,
     change: Change,
     now: DateTime<Utc>,
@@ -99,6 +97,12 @@ pub(super) async fn commit(
         return Ok(Commit::LeaseLost);
     };
     let last_seq: i64 = row.try_get("last_seq")?;
+    if count > 0 {
+        hints.events(lease.task_id, last_seq);
+    }
+    if status == TaskStatus::Queued {
+        hints.runnable();
+    }
     Ok(Commit::Applied {
         first_seq: last_seq - count + 1,
         last_seq,

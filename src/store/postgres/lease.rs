@@ -1,13 +1,14 @@
 //! Leases: claim, heartbeat and the reaper.
 //!
-//! Claim and reap are each a single statement (autocommit), so the row change, its event and
-//! the NOTIFY commit together without extra round trips. `FOR UPDATE SKIP LOCKED` lets any
+//! Claim and reap are each a single statement (autocommit), so the row change and its event
+//! commit together in one round trip; their hints go out after it. `FOR UPDATE SKIP LOCKED` lets any
 //! number of workers on any number of replicas claim at once: each skips rows another claimer
 //! has locked, and a row that stopped being `queued` while we waited is re-checked and skipped.
 
 use chrono::{DateTime, Duration, Utc};
 use sqlx::{PgPool, Row};
 
+use super::outbox::Outbox;
 use super::rows::{self, task_columns};
 use crate::domain::event::kinds;
 use crate::domain::task::{Lease, TaskId};
@@ -15,12 +16,11 @@ use crate::store::{Claimed, LeaseStatus, StoreError};
 
 pub(super) async fn claim(
     pool: &PgPool,
+    hints: &Outbox,
     worker_id: &str,
     now: DateTime<Utc>,
     lease_ttl: Duration,
 ) -> Result<Option<Claimed>, StoreError> {
-    // `pg_notify(..)::text` sits in the final SELECT because a SELECT-only CTE that nothing
-    // references is never evaluated; the cast turns its `void` into something decodable.
     let row = sqlx::query(concat!(
         "WITH picked AS ( \
             SELECT id FROM tasks WHERE status = 'queued' ORDER BY id LIMIT 1 \
@@ -40,8 +40,7 @@ pub(super) async fn claim(
          ) \
          SELECT ",
         task_columns!(),
-        ", state, fence, pg_notify('cairn_events', id::text || ':' || last_seq::text)::text \
-         FROM claimed"
+        ", state, fence FROM claimed"
     ))
     .bind(worker_id)
     .bind(now)
@@ -53,6 +52,7 @@ pub(super) async fn claim(
         return Ok(None);
     };
     let task = rows::task(&row)?;
+    hints.events(task.id, task.last_seq);
     Ok(Some(Claimed {
         lease: Lease {
             task_id: task.id,
@@ -92,6 +92,7 @@ pub(super) async fn heartbeat(
 /// cleared `claimed_by` already refuses the old worker, and the next claim bumps the fence.
 pub(super) async fn reap_expired(
     pool: &PgPool,
+    hints: &Outbox,
     now: DateTime<Utc>,
 ) -> Result<Vec<TaskId>, StoreError> {
     let found = sqlx::query(
@@ -112,16 +113,20 @@ pub(super) async fn reap_expired(
                     'lease_expires_at', lease_expires_at), $1 \
             FROM requeued \
          ) \
-         SELECT id, pg_notify('cairn_events', id::text || ':' || last_seq::text)::text, \
-            pg_notify('cairn_tasks', '')::text \
-         FROM requeued ORDER BY id",
+         SELECT id, last_seq FROM requeued ORDER BY id",
     )
     .bind(now)
     .bind(kinds::TASK_LEASE_EXPIRED)
     .fetch_all(pool)
     .await?;
-    found
-        .iter()
-        .map(|row| row.try_get("id").map_err(StoreError::from))
-        .collect()
+    let mut reaped = Vec::with_capacity(found.len());
+    for row in &found {
+        let id: TaskId = row.try_get("id")?;
+        hints.events(id, row.try_get("last_seq")?);
+        reaped.push(id);
+    }
+    if !reaped.is_empty() {
+        hints.runnable();
+    }
+    Ok(reaped)
 }

@@ -3,7 +3,8 @@
 //! Many `cairn serve` replicas share one database. They never run one task at once because
 //! claiming is a single `FOR UPDATE SKIP LOCKED` statement that bumps the task's fence, and
 //! every worker write is checked against that fence ([`lease`], [`commit`]). They learn about
-//! each other's writes through `NOTIFY` ([`notify`]), as hints only.
+//! each other's writes through `NOTIFY`, sent after commit ([`outbox`]) and heard by a
+//! `LISTEN`ing connection ([`notify`]), as hints only.
 //!
 //! Layout: [`schema`] embeds the migrations, [`tasks`] serves the API's task rows, [`lease`]
 //! claims, heartbeats and reaps, [`commit`] applies fenced changes, [`history`] reads the
@@ -27,6 +28,7 @@ mod commit;
 mod history;
 mod lease;
 mod notify;
+mod outbox;
 mod rows;
 mod schema;
 mod tasks;
@@ -40,8 +42,9 @@ const ACQUIRE_TIMEOUT: StdDuration = StdDuration::from_secs(10);
 pub struct PgStore {
     pool: PgPool,
     wakeups: broadcast::Sender<Wakeup>,
-    /// Shared by clones; the listener stops when the last clone is dropped.
-    _listener: Arc<notify::ListenerTask>,
+    hints: Arc<outbox::Outbox>,
+    /// Shared by clones; the listener and the hint sender stop when the last clone is dropped.
+    _background: Arc<(notify::ListenerTask, outbox::SenderTask)>,
 }
 
 impl PgStore {
@@ -56,11 +59,14 @@ impl PgStore {
             .await?;
         let listener = notify::listen(url).await?;
         let (wakeups, _) = broadcast::channel(WAKEUP_CAPACITY);
-        let task = notify::spawn(url.to_string(), listener, wakeups.clone());
+        let listening = notify::spawn(url.to_string(), listener, wakeups.clone());
+        let hints = Arc::new(outbox::Outbox::default());
+        let sending = outbox::spawn(pool.clone(), hints.clone());
         Ok(Self {
             pool,
             wakeups,
-            _listener: Arc::new(task),
+            hints,
+            _background: Arc::new((listening, sending)),
         })
     }
 }
@@ -87,7 +93,7 @@ impl Store for PgStore {
         idempotency: Option<IdempotencyClaim>,
         now: DateTime<Utc>,
     ) -> Result<Created, StoreError> {
-        tasks::create(&self.pool, new, idempotency, now).await
+        tasks::create(&self.pool, &self.hints, new, idempotency, now).await
     }
 
     async fn get_task(&self, tenant_id: &str, id: TaskId) -> Result<Option<Task>, StoreError> {
@@ -108,7 +114,7 @@ impl Store for PgStore {
         id: TaskId,
         now: DateTime<Utc>,
     ) -> Result<CancelOutcome, StoreError> {
-        tasks::cancel(&self.pool, tenant_id, id, now).await
+        tasks::cancel(&self.pool, &self.hints, tenant_id, id, now).await
     }
 
     async fn list_events(
@@ -149,7 +155,7 @@ impl Store for PgStore {
         now: DateTime<Utc>,
         lease_ttl: Duration,
     ) -> Result<Option<Claimed>, StoreError> {
-        lease::claim(&self.pool, worker_id, now, lease_ttl).await
+        lease::claim(&self.pool, &self.hints, worker_id, now, lease_ttl).await
     }
 
     async fn heartbeat(
@@ -167,11 +173,11 @@ impl Store for PgStore {
         change: Change,
         now: DateTime<Utc>,
     ) -> Result<Commit, StoreError> {
-        commit::commit(&self.pool, lease, change, now).await
+        commit::commit(&self.pool, &self.hints, lease, change, now).await
     }
 
     async fn reap_expired(&self, now: DateTime<Utc>) -> Result<Vec<TaskId>, StoreError> {
-        lease::reap_expired(&self.pool, now).await
+        lease::reap_expired(&self.pool, &self.hints, now).await
     }
 
     async fn get_receipt(&self, idempotency_key: &str) -> Result<Option<ToolReceipt>, StoreError> {

@@ -1,24 +1,18 @@
-//! Wake-up hints across replicas: `NOTIFY` on commit, one `LISTEN`ing connection per store.
+//! Receiving wake-up hints: one `LISTEN`ing connection per store, on both channels.
 //!
-//! Writers call `pg_notify` inside the transaction that commits the change, so Postgres
-//! delivers the hint only if (and right after) the rows are visible. A background task owns a
-//! [`PgListener`] on both channels and forwards parsed hints to a broadcast channel. Hints can
-//! be lost (a dropped connection, a lagging receiver); readers re-read rows after the last `seq`
-//! they saw, and after every reconnect the listener emits [`Wakeup::TaskRunnable`] so idle
-//! workers poll once for anything missed while it was deaf.
+//! Every replica's writes are announced with `NOTIFY` once committed ([`super::outbox`]). A
+//! background task owns a [`PgListener`] and forwards parsed hints to a broadcast channel.
+//! Hints can be lost (a dropped connection, a lagging receiver); readers re-read rows after the
+//! last `seq` they saw, and after every reconnect the listener emits [`Wakeup::TaskRunnable`]
+//! so idle workers poll once for anything missed while it was deaf.
 
 use std::time::Duration;
 
-use sqlx::PgConnection;
 use sqlx::postgres::{PgListener, PgNotification};
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
-use crate::domain::task::TaskId;
 use crate::store::{StoreError, Wakeup};
-
-// Most writers call `pg_notify` inside their single statement, spelling these names in SQL;
-// keep them in step.
 
 /// Payload `<task_id>:<last_seq>`: events up to `last_seq` were committed for the task.
 pub(super) const EVENTS_CHANNEL: &str = "cairn_events";
@@ -27,20 +21,6 @@ pub(super) const TASKS_CHANNEL: &str = "cairn_tasks";
 
 const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
-
-/// Queues the events hint in the current transaction (delivered at commit).
-pub(super) async fn events(
-    conn: &mut PgConnection,
-    task_id: TaskId,
-    last_seq: i64,
-) -> Result<(), StoreError> {
-    sqlx::query("SELECT pg_notify($1, $2)::text")
-        .bind(EVENTS_CHANNEL)
-        .bind(format!("{task_id}:{last_seq}"))
-        .execute(conn)
-        .await?;
-    Ok(())
-}
 
 /// Turns a notification into a hint; `None` for anything this version does not understand.
 pub(super) fn parse(channel: &str, payload: &str) -> Option<Wakeup> {

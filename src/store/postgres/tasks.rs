@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 use sqlx::{PgExecutor, PgPool, Row};
 
-use super::notify;
+use super::outbox::Outbox;
 use super::rows::{self, task_columns};
 use crate::domain::event::kinds;
 use crate::domain::task::{NewTask, Task, TaskId};
@@ -16,6 +16,7 @@ const MAX_UUID: uuid::Uuid = uuid::Uuid::max();
 
 pub(super) async fn create(
     pool: &PgPool,
+    hints: &Outbox,
     new: NewTask,
     idempotency: Option<IdempotencyClaim>,
     now: DateTime<Utc>,
@@ -23,6 +24,7 @@ pub(super) async fn create(
     let Some(claim) = idempotency else {
         // One statement, its own transaction: the common path is one round trip.
         let task = insert_task(pool, &new, now).await?;
+        announce(hints, &task);
         return Ok(Created {
             task,
             created: true,
@@ -32,7 +34,7 @@ pub(super) async fn create(
     let task = insert_task(&mut *tx, &new, now).await?;
     // Inserted after the task so the foreign key holds. A concurrent transaction holding the
     // same key makes this statement wait for it; if that one commits, we fall through to DO
-    // NOTHING, roll back our task (and its queued NOTIFYs) and answer with theirs.
+    // NOTHING, roll back our task and answer with theirs.
     let claimed = sqlx::query(
         "INSERT INTO idempotency_keys (tenant_id, key, request_hash, task_id, created_at) \
          VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant_id, key) DO NOTHING",
@@ -51,13 +53,19 @@ pub(super) async fn create(
         return replay(pool, &new.tenant_id, &claim).await;
     }
     tx.commit().await?;
+    announce(hints, &task);
     Ok(Created {
         task,
         created: true,
     })
 }
 
-/// Inserts the queued task, its `task.created` event (seq 1) and both wake-up hints.
+fn announce(hints: &Outbox, task: &Task) {
+    hints.events(task.id, task.last_seq);
+    hints.runnable();
+}
+
+/// Inserts the queued task and its `task.created` event (seq 1).
 async fn insert_task<'c>(
     executor: impl PgExecutor<'c>,
     new: &NewTask,
@@ -74,8 +82,7 @@ async fn insert_task<'c>(
          ) \
          SELECT ",
         task_columns!(),
-        ", pg_notify('cairn_events', id::text || ':1')::text, \
-         pg_notify('cairn_tasks', '')::text FROM created"
+        " FROM created"
     ))
     .bind(new.id)
     .bind(&new.tenant_id)
@@ -192,6 +199,7 @@ pub(super) async fn list(
 
 pub(super) async fn cancel(
     pool: &PgPool,
+    hints: &Outbox,
     tenant_id: &str,
     id: TaskId,
     now: DateTime<Utc>,
@@ -235,7 +243,7 @@ pub(super) async fn cancel(
     .bind(now)
     .execute(&mut *tx)
     .await?;
-    notify::events(&mut tx, id, task.last_seq).await?;
     tx.commit().await?;
+    hints.events(id, task.last_seq);
     Ok(CancelOutcome::Cancelled(task))
 }
