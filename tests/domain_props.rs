@@ -102,12 +102,17 @@ proptest! {
 #[derive(Debug, Clone)]
 enum Op {
     Charge {
-        milestone: usize,
+        pick: prop::sample::Index,
         usage: PerUnit<u64>,
     },
     Overhead(PerUnit<u64>),
     Pass {
-        milestone: usize,
+        pick: prop::sample::Index,
+    },
+    /// An L3 plan version: release some accounts, fund new milestones with these efforts.
+    Rebalance {
+        release: Vec<prop::sample::Index>,
+        efforts: Vec<u32>,
     },
 }
 
@@ -119,34 +124,35 @@ fn usage() -> impl Strategy<Value = PerUnit<u64>> {
     })
 }
 
-fn op(milestones: usize) -> impl Strategy<Value = Op> {
+fn op() -> impl Strategy<Value = Op> {
+    let index = any::<prop::sample::Index>;
     prop_oneof![
-        6 => (0..milestones, usage()).prop_map(|(milestone, usage)| Op::Charge { milestone, usage }),
-        1 => usage().prop_map(Op::Overhead),
-        2 => (0..milestones).prop_map(|milestone| Op::Pass { milestone }),
+        12 => (index(), usage()).prop_map(|(pick, usage)| Op::Charge { pick, usage }),
+        2 => usage().prop_map(Op::Overhead),
+        4 => index().prop_map(|pick| Op::Pass { pick }),
+        1 => (proptest::collection::vec(index(), 0..4), proptest::collection::vec(1u32..10, 1..4))
+            .prop_map(|(release, efforts)| Op::Rebalance { release, efforts }),
     ]
 }
 
-fn ledger_case() -> impl Strategy<Value = (PerUnit<u64>, Vec<u32>, u32, Vec<Op>)> {
-    (1usize..8).prop_flat_map(|n| {
-        (
-            (1u64..1_000_000, 1u64..200, 1u64..3_600_000).prop_map(
-                |(tokens, tool_calls, wall_ms)| PerUnit {
-                    tokens,
-                    tool_calls,
-                    wall_ms,
-                },
-            ),
-            proptest::collection::vec(1u32..10, n),
-            0u32..=50,
-            proptest::collection::vec(op(n), 0..60),
-        )
+fn totals() -> impl Strategy<Value = PerUnit<u64>> {
+    (1u64..1_000_000, 1u64..200, 1u64..3_600_000).prop_map(|(tokens, tool_calls, wall_ms)| {
+        PerUnit {
+            tokens,
+            tool_calls,
+            wall_ms,
+        }
     })
 }
 
 proptest! {
     #[test]
-    fn ledgers_conserve_replay_and_never_overdraw_the_reserve((totals, efforts, reserve_pct, ops) in ledger_case()) {
+    fn ledgers_conserve_replay_and_never_overdraw_the_reserve(
+        totals in totals(),
+        efforts in proptest::collection::vec(1u32..10, 1..8),
+        reserve_pct in 0u32..=50,
+        ops in proptest::collection::vec(op(), 0..60),
+    ) {
         let policy = LedgerPolicy { reserve: cairn::domain::ledger::Fraction::from_f64(f64::from(reserve_pct) / 100.0), ..LedgerPolicy::default() };
         let shares: Vec<(String, u32)> = efforts.iter().enumerate().map(|(i, e)| (format!("m{i}"), *e)).collect();
         let (mut ledger, mut log) = Ledger::allocate(totals, &shares, &policy).unwrap();
@@ -156,21 +162,32 @@ proptest! {
             // The rounding remainder is less than one unit per milestone.
             prop_assert!(book.unallocated < shares.len() as u64);
         }
-        for op in ops {
+        for (step, op) in ops.into_iter().enumerate() {
             let before = ledger.clone();
+            let ids: Vec<String> = ledger.book(Unit::Tokens).accounts.keys().cloned().collect();
             let mut charged_milestone = None;
             let movements: Vec<LedgerMovement> = match op {
-                Op::Charge { milestone, usage } => {
-                    charged_milestone = Some(format!("m{milestone}"));
-                    ledger.charge(&format!("m{milestone}"), usage).unwrap().movements
+                Op::Charge { pick, usage } => {
+                    let id = pick.get(&ids).clone();
+                    let outcome = ledger.charge(&id, usage).unwrap();
+                    prop_assert_eq!(outcome.is_exhausted(), Unit::ALL.iter().any(|u| ledger.account(&id, *u).unwrap().overrun() > 0 && *usage.get(*u) > 0));
+                    charged_milestone = Some(id);
+                    outcome.movements
                 }
                 Op::Overhead(usage) => ledger.charge_overhead(usage).unwrap().movements,
-                Op::Pass { milestone } => ledger.return_unspent(&format!("m{milestone}")).unwrap(),
+                Op::Pass { pick } => ledger.return_unspent(pick.get(&ids).as_str()).unwrap(),
+                Op::Rebalance { release, efforts } => {
+                    let mut release: Vec<String> = release.iter().map(|i| i.get(&ids).clone()).collect();
+                    release.sort();
+                    release.dedup();
+                    let shares: Vec<(String, u32)> = efforts.iter().enumerate().map(|(j, e)| (format!("r{step}_{j}"), *e)).collect();
+                    ledger.rebalance(&release, &shares, &policy).unwrap()
+                }
             };
             for unit in Unit::ALL {
-                let granted: u64 = movements.iter().filter(|m| m.unit == unit && m.kind == MovementKind::Grant).map(|m| m.amount).sum();
-                prop_assert!(granted <= before.book(unit).reserve, "grants never exceed the reserve");
-                let charged: u64 = movements.iter().filter(|m| m.unit == unit && m.kind == MovementKind::Charge).map(|m| m.amount).sum();
+                let of = |kind| -> u64 { movements.iter().filter(|m| m.unit == unit && m.kind == kind).map(|m| m.amount).sum() };
+                let (granted, returned, charged) = (of(MovementKind::Grant), of(MovementKind::Return), of(MovementKind::Charge));
+                prop_assert!(granted <= before.book(unit).reserve + returned, "grants never exceed the reserve");
                 prop_assert_eq!(ledger.book(unit).spent(), before.book(unit).spent() + charged);
                 let book = ledger.book(unit);
                 prop_assert!(book.conserved(), "total = reserve + allocations + unallocated + overhead drawn");
@@ -244,6 +261,123 @@ proptest! {
             let mut changed = steps("s", false);
             changed[0].tool.push('x');
             prop_assert_ne!(fingerprint::of_steps(&changed), fingerprint::of_steps(&steps("s", false)));
+        }
+    }
+}
+
+/// Any JSON value, biased towards plan-like objects.
+fn any_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        "(m[0-9]|search|run|artifact|schema|command|verifier|all|[a-z]{0,6})"
+            .prop_map(Value::String),
+    ];
+    leaf.prop_recursive(5, 64, 6, |inner| {
+        let keys = "(id|title|depends_on|effort|tools|accept|type|name|checks|prompt|tool|args|exit_code|schema|artifact|milestones|status|steps)";
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+            proptest::collection::btree_map(keys, inner, 0..7)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    // Broad inputs are slow to generate; fewer cases keep the suite quick on a shared machine.
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn arbitrary_planner_output_never_panics_and_errors_stay_bounded(
+        milestones in proptest::collection::vec(any_json(), 0..6),
+        raw in any_json(),
+    ) {
+        let tools = KnownTools::new(["search", "run"]);
+        for value in [json!({ "milestones": milestones }), raw] {
+            match Plan::from_value(&value, 5) {
+                Ok(plan) => {
+                    if let Err(errors) = validate(&plan, &tools) {
+                        prop_assert!(!errors.is_empty() && errors.len() <= 10);
+                        for e in &errors {
+                            prop_assert!(e.to_string().len() < 2_000);
+                        }
+                    }
+                    let _ = plan.topological_order();
+                    let _ = fingerprint::of_plan(&plan);
+                }
+                Err(errors) => prop_assert!(!errors.is_empty() && errors.len() <= 5),
+            }
+        }
+    }
+
+    #[test]
+    fn the_gate_heuristic_never_panics(goal in prop_oneof!["[a-zA-Z0-9 ,.&?/_-]{0,160}", "\\PC{0,40}"], tool in "[a-z_]{0,6}") {
+        let f = cairn::domain::gate::heuristic_features(&goal, &[tool.as_str()]);
+        prop_assert!(f.targets >= 1 && f.est_tool_calls >= 1 && f.est_tool_calls <= 100);
+        let d = cairn::domain::gate::route(f.clone(), &Default::default());
+        prop_assert!(!d.reasons.is_empty());
+        if f.touches_writes || f.targets > 1 {
+            prop_assert_eq!(d.route, cairn::domain::gate::Route::Plan);
+        }
+    }
+
+    #[test]
+    fn a_finished_prefix_survives_a_replan_that_keeps_it(plan in dag(), cut in any::<prop::sample::Index>()) {
+        // Milestones before `cut` are done; their dependencies are earlier, so also done.
+        let cut = cut.index(plan.milestones.len() + 1);
+        let mut old = plan.clone();
+        for m in old.milestones.iter_mut().take(cut) {
+            m.status = MilestoneStatus::Done;
+        }
+        let merged = cairn::domain::validate::carry_over(&old, &plan).unwrap();
+        prop_assert_eq!(&merged, &old);
+        if cut > 0 {
+            let mut dropped = plan.clone();
+            dropped.milestones.remove(0);
+            prop_assert!(cairn::domain::validate::carry_over(&old, &dropped).is_err());
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn the_repair_ladder_always_terminates_within_its_limits(
+        failures in proptest::collection::vec((0usize..7, 0usize..3, proptest::collection::vec(0u8..4, 1..5)), 1..40),
+    ) {
+        use cairn::domain::fingerprint::Fingerprint;
+        use cairn::domain::repair::*;
+        let limits = RepairLimits::default();
+        let mut history = RepairHistory::default();
+        for (reason, milestone, proposals) in failures {
+            let reason = ReplanReason::ALL[reason];
+            let milestone = format!("m{milestone}");
+            let RepairDecision::Attempt { mut level, .. } = history.decide(&milestone, reason, &limits) else {
+                continue;
+            };
+            prop_assert!(level >= reason.lowest_level());
+            // Proposals come from a tiny pool, so repeats are common.
+            let mut escalations = 0;
+            for p in proposals {
+                match history.propose(&milestone, level, Fingerprint(format!("{p}")), &limits) {
+                    ProposalVerdict::Accept => break,
+                    ProposalVerdict::Escalate { to } => {
+                        prop_assert!(to > level);
+                        level = to;
+                        escalations += 1;
+                    }
+                    ProposalVerdict::GiveUp => break,
+                }
+            }
+            prop_assert!(escalations <= 2);
+            for level in RepairLevel::ALL {
+                let limit = match level {
+                    RepairLevel::RetryStep => limits.retry_step,
+                    RepairLevel::ReplanMilestone => limits.replan_milestone,
+                    RepairLevel::ReplanStrategy => limits.replan_strategy,
+                };
+                prop_assert!(history.attempts(&milestone, level) <= limit);
+            }
         }
     }
 }

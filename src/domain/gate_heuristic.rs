@@ -7,6 +7,9 @@
 
 use super::{FeatureSource, GateFeatures};
 
+/// Only this many leading tokens of a goal are read.
+const MAX_TOKENS: usize = 2_000;
+
 /// Verbs whose any inflection marks a goal as touching writes.
 const WRITE_VERBS: &[&str] = &[
     "deploy",
@@ -175,12 +178,15 @@ impl Token {
 /// Extracts gate features from the goal text. `side_effect_tools` are registered tools marked
 /// as side-effecting; a goal that names one touches writes.
 pub fn heuristic_features(goal: &str, side_effect_tools: &[&str]) -> GateFeatures {
-    let tokens = tokenize(goal);
+    let mut tokens = tokenize(goal);
+    // Enumeration scanning is quadratic in the worst case; the gist of a goal is in its start.
+    tokens.truncate(MAX_TOKENS);
     let words: Vec<&str> = tokens.iter().map(|t| t.lower.as_str()).collect();
+    let lower_goal = goal.to_lowercase();
     let touches_writes = words.iter().any(|w| is_write(w))
         || side_effect_tools
             .iter()
-            .any(|tool| !tool.is_empty() && goal.to_lowercase().contains(&tool.to_lowercase()));
+            .any(|tool| !tool.is_empty() && lower_goal.contains(&tool.to_lowercase()));
     let targets = count_targets(&tokens).max(1);
     let actions = words
         .iter()

@@ -136,10 +136,7 @@ impl Ledger {
         Ok(())
     }
 
-    /// Records spend against `milestone`. A unit that would go over its allocation first draws
-    /// a grant of the deficit (at most the reserve); what the reserve cannot cover is reported
-    /// as [`BudgetExhausted`]. The spend is recorded either way: it has happened.
-    pub fn charge(
+    fn charge_inner(
         &mut self,
         milestone: &str,
         usage: PerUnit<u64>,
@@ -190,8 +187,7 @@ impl Ledger {
         })
     }
 
-    /// Records task-level spend (gate, planners, goal verifier) against the reserve.
-    pub fn charge_overhead(&mut self, usage: PerUnit<u64>) -> Result<ChargeOutcome, LedgerError> {
+    fn charge_overhead_inner(&mut self, usage: PerUnit<u64>) -> Result<ChargeOutcome, LedgerError> {
         let mut movements = Vec::new();
         let mut exhausted = Vec::new();
         for unit in Unit::ALL {
@@ -218,9 +214,10 @@ impl Ledger {
         })
     }
 
-    /// Moves a passed milestone's unspent allocation back to the reserve. Returning twice is
-    /// harmless: the second call finds nothing unspent and emits nothing.
-    pub fn return_unspent(&mut self, milestone: &str) -> Result<Vec<LedgerMovement>, LedgerError> {
+    fn return_unspent_inner(
+        &mut self,
+        milestone: &str,
+    ) -> Result<Vec<LedgerMovement>, LedgerError> {
         let mut movements = Vec::new();
         for unit in Unit::ALL {
             let account = self.account(milestone, unit)?;
@@ -234,11 +231,7 @@ impl Ledger {
         Ok(movements)
     }
 
-    /// Re-funds the open milestones of an L3 plan version: every milestone in `release` (the old
-    /// version's unfinished ones) returns its unspent allocation, then the reserve less its own
-    /// policy share is split by effort over `shares` (new accounts are opened with a zero
-    /// allocation, then granted).
-    pub fn rebalance(
+    fn rebalance_inner(
         &mut self,
         release: &[String],
         shares: &[(String, u32)],
@@ -275,6 +268,52 @@ impl Ledger {
             movements.extend(batch);
         }
         Ok(movements)
+    }
+
+    /// Records spend against `milestone`. A unit that would go over its allocation first draws
+    /// a grant of the deficit (at most the reserve); what the reserve cannot cover is reported
+    /// as [`BudgetExhausted`]. The spend is recorded either way: it has happened. On error the
+    /// books are unchanged (as for every operation below).
+    pub fn charge(
+        &mut self,
+        milestone: &str,
+        usage: PerUnit<u64>,
+    ) -> Result<ChargeOutcome, LedgerError> {
+        self.atomically(|l| l.charge_inner(milestone, usage))
+    }
+
+    /// Records task-level spend (gate, planners, goal verifier) against the reserve.
+    pub fn charge_overhead(&mut self, usage: PerUnit<u64>) -> Result<ChargeOutcome, LedgerError> {
+        self.atomically(|l| l.charge_overhead_inner(usage))
+    }
+
+    /// Moves a passed milestone's unspent allocation back to the reserve. Returning twice is
+    /// harmless: the second call finds nothing unspent and emits nothing.
+    pub fn return_unspent(&mut self, milestone: &str) -> Result<Vec<LedgerMovement>, LedgerError> {
+        self.atomically(|l| l.return_unspent_inner(milestone))
+    }
+
+    /// Re-funds the open milestones of an L3 plan version: every milestone in `release` (the old
+    /// version's unfinished ones) returns its unspent allocation, then the reserve less its own
+    /// policy share is split by effort over `shares` (new accounts are opened with a zero
+    /// allocation, then granted).
+    pub fn rebalance(
+        &mut self,
+        release: &[String],
+        shares: &[(String, u32)],
+        policy: &LedgerPolicy,
+    ) -> Result<Vec<LedgerMovement>, LedgerError> {
+        self.atomically(|l| l.rebalance_inner(release, shares, policy))
+    }
+
+    /// Runs an operation that applies several movements; if any fails, none stays applied, so
+    /// the live books never hold movements the caller was not given to persist.
+    fn atomically<T>(
+        &mut self,
+        op: impl FnOnce(&mut Ledger) -> Result<T, LedgerError>,
+    ) -> Result<T, LedgerError> {
+        let snapshot = self.clone();
+        op(self).inspect_err(|_| *self = snapshot)
     }
 
     /// Fraction of the allocation used, per unit (an empty allocation counts as 1 unit, so any

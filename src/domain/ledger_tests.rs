@@ -331,6 +331,37 @@ fn bad_input_and_bad_movements_are_refused() {
     };
     assert!(ledger.apply(&orphan).is_err());
     assert_eq!(ledger, before);
+    // An operation that fails halfway leaves nothing applied: tokens would fit, tool calls
+    // overflow.
+    ledger
+        .charge(
+            "a",
+            PerUnit {
+                tool_calls: 1,
+                ..PerUnit::default()
+            },
+        )
+        .unwrap();
+    let before = ledger.clone();
+    let huge = PerUnit {
+        tokens: 5,
+        tool_calls: u64::MAX,
+        wall_ms: 0,
+    };
+    assert!(matches!(
+        ledger.charge("a", huge),
+        Err(LedgerError::Inconsistent(_))
+    ));
+    assert_eq!(ledger, before);
+    assert_eq!(
+        ledger.rebalance(&["a".into()], &shares(&[("n", 0)]), &policy),
+        Err(LedgerError::ZeroEffort("n".into()))
+    );
+    assert_eq!(
+        ledger.rebalance(&["ghost".into()], &shares(&[("n", 1)]), &policy),
+        Err(LedgerError::UnknownMilestone("ghost".into()))
+    );
+    assert_eq!(ledger, before);
     assert!(
         Ledger::replay(
             tokens(10),
