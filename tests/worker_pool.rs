@@ -3,6 +3,7 @@
 //! `PgStore`) sharing one database never run one task at once.
 
 mod common;
+mod serve_process;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use cairn::store::postgres::PgStore;
 use cairn::store::sqlite::SqliteStore;
 use cairn::worker::{PoolParams, WorkerPool, process_worker_id};
 use serde_json::json;
+use serve_process::{Db, Serve, post_task};
 
 fn pool_params(store: Arc<dyn Store>, workers: usize) -> PoolParams {
     PoolParams {
@@ -336,4 +338,37 @@ async fn the_wall_clock_budget_ends_a_task_as_budget_exhausted() {
         Some(kinds::TASK_BUDGET_EXHAUSTED)
     );
     assert!(pool.shutdown(Duration::from_secs(5)).await.drained);
+}
+
+/// The same guarantee between two real `cairn serve` processes on one database: tasks POSTed
+/// to either are shared between both, and each runs on one worker at a time.
+#[tokio::test]
+async fn two_serve_processes_on_one_postgres_share_tasks_without_overlap() {
+    let db = common::TestPg::create().await;
+    let store = PgStore::connect(&db.url, 2).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    let settings = [("CAIRN_WORKERS", "2"), ("CAIRN_POLL_INTERVAL_MS", "200")];
+    let one = Serve::start(Db::Postgres(&db.url), &settings).await;
+    let two = Serve::start(Db::Postgres(&db.url), &settings).await;
+    let mut ids = Vec::new();
+    for n in 0..16 {
+        let addr = if n % 2 == 0 { one.addr } else { two.addr };
+        ids.push(post_task(addr, 3, 40).await);
+    }
+    let tasks = wait_terminal(&store, &ids).await;
+    let mut claimers = HashSet::new();
+    for task in &tasks {
+        assert_eq!(task.status, TaskStatus::Succeeded, "{task:?}");
+        assert_eq!(task.attempts, 1, "task {} claimed twice", task.id);
+        claimers.extend(check_history(task, &events(&store, task.id).await, 3));
+    }
+    // Each process claims under its own worker id.
+    assert_eq!(
+        claimers.len(),
+        2,
+        "both processes should have run tasks: {claimers:?}"
+    );
+    assert_eq!(one.terminate().await, Some(0));
+    assert_eq!(two.terminate().await, Some(0));
+    db.drop_database().await;
 }
