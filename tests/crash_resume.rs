@@ -13,7 +13,7 @@ use cairn::store::postgres::PgStore;
 use cairn::store::sqlite::SqliteStore;
 use serve_process::{Db, FAST_LEASES, Serve, count, get_task, post_task, wait_events};
 
-const STEPS: u64 = 8;
+const STEPS: u64 = 12;
 
 #[tokio::test]
 async fn sigkill_mid_task_then_restart_finishes_without_losing_or_repeating_events_on_postgres() {
@@ -62,7 +62,7 @@ async fn crash_and_resume(db: Db<'_>, store: &dyn Store) {
     })
     .await;
     eprintln!(
-        "recovery: {} ms from restart to re-claim (lease TTL 1000 ms, reaper every 200 ms)",
+        "recovery: {} ms from restart to re-claim (lease TTL 2000 ms, reaper every 200 ms)",
         recovery.as_millis()
     );
     assert!(reclaimed.len() > before.len());

@@ -27,9 +27,10 @@ pub struct Serve {
     pub banner: Vec<String>,
 }
 
-/// Settings that make leases expire and get reaped within about a second.
+/// Settings that make a dead process's leases expire and get reaped within about two seconds,
+/// with ten heartbeats per lease so a busy machine does not lose live ones.
 pub const FAST_LEASES: &[(&str, &str)] = &[
-    ("CAIRN_LEASE_TTL_MS", "1000"),
+    ("CAIRN_LEASE_TTL_MS", "2000"),
     ("CAIRN_HEARTBEAT_MS", "200"),
     ("CAIRN_REAPER_INTERVAL_MS", "200"),
     ("CAIRN_POLL_INTERVAL_MS", "200"),
