@@ -9,9 +9,11 @@
 //! - [`plan`] and [`check`]: the plan as typed data, and how an acceptance check is judged;
 //! - [`validate`]: what a planner's output must satisfy before anything runs;
 //! - [`ledger`]: reserve, allocations by effort, charges, grants and returns, as movements;
-//! - [`fingerprint`] and [`repair`]: the repair ladder and the guard against repeated proposals.
+//! - [`fingerprint`] and [`repair`]: the repair ladder and the guard against repeated proposals;
+//! - [`diff`]: what changed between two plan versions.
 
 pub mod check;
+pub mod diff;
 pub mod event;
 pub mod fingerprint;
 pub mod gate;
