@@ -21,7 +21,6 @@ use tokio::net::TcpListener;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::engine::Engine;
-use crate::engine::minimal::MinimalEngine;
 use crate::store::{self, Backend, Store, StoreError};
 use crate::worker::{PoolParams, Reaper, ReaperParams, WorkerPool, process_worker_id};
 
@@ -57,16 +56,17 @@ pub async fn open_migrated(config: &Config) -> Result<Arc<dyn Store>, ServeError
     Ok(store)
 }
 
-/// Runs `cairn serve` with the minimal engine until `shutdown` resolves, then stops cleanly
-/// (see the module docs).
+/// Runs `cairn serve` until `shutdown` resolves, then stops cleanly (see the module docs).
+/// Tasks run on the planning engine v2 (see [`crate::engine::v2::select`]).
 pub async fn serve(
     config: Config,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
-    let minimal = |_: &Config, _: Arc<dyn Store>| -> Result<Arc<dyn Engine>, ServeError> {
-        Ok(Arc::new(MinimalEngine::default()))
+    let planning = |config: &Config, store: Arc<dyn Store>| {
+        crate::engine::v2::select::from_config(config, store, Arc::new(SystemClock))
+            .map_err(ServeError::Engine)
     };
-    serve_with(config, minimal, shutdown).await
+    serve_with(config, planning, shutdown).await
 }
 
 /// [`serve`] with the engine built by `make_engine` once the store is open (an engine may read

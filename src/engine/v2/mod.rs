@@ -28,6 +28,7 @@ use super::{Engine, EngineError, Halt, RunContext, RunOutcome, StopSignal};
 use crate::domain::plan::MilestoneStatus;
 use crate::domain::task::TaskStatus;
 
+pub mod adapters;
 pub mod checkpoint;
 pub mod context;
 pub mod executor;
@@ -39,6 +40,7 @@ pub mod ports;
 pub mod repair;
 pub mod report;
 pub mod runner;
+pub mod select;
 pub mod strategic;
 pub mod tactical;
 pub mod verifier;

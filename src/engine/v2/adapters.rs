@@ -1,0 +1,150 @@
+//! The ports over cairn's real clients: [`crate::llm::LlmClient`] for models and
+//! [`crate::tools::ToolClient`] (schema check, idempotency key, receipts) for tools.
+//!
+//! The adapters only translate: purposes and headers, failure classes, the tool client's
+//! 1-based logical attempt, and a tool's own reported error (an observation the monitor and
+//! the repair ladder act on, not a transport failure).
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::ports::{
+    FailureKind, ModelCall, ModelPort, ModelReply, PortError, Purpose, ToolCall, ToolPort,
+    ToolReply, ToolSpec,
+};
+use crate::llm::{self, ChatMessage, ChatRequest, FailureClass, LlmClient, LlmError};
+use crate::tools::{self, ToolClient, ToolError, ToolFailure};
+
+/// Models through the OpenAI-compatible client.
+pub struct LlmModels {
+    client: LlmClient,
+}
+
+impl LlmModels {
+    pub fn new(client: LlmClient) -> Self {
+        Self { client }
+    }
+}
+
+fn purpose(purpose: Purpose) -> llm::Purpose {
+    match purpose {
+        Purpose::Gate => llm::Purpose::Gate,
+        Purpose::Strategic => llm::Purpose::Strategic,
+        Purpose::Tactical => llm::Purpose::Tactical,
+        Purpose::Verifier => llm::Purpose::Verifier,
+    }
+}
+
+#[async_trait]
+impl ModelPort for LlmModels {
+    async fn complete(&self, call: ModelCall) -> Result<ModelReply, PortError> {
+        let user = serde_json::to_string_pretty(&call.input).unwrap_or_default();
+        let mut request = ChatRequest::new(
+            purpose(call.purpose),
+            vec![ChatMessage::system(call.prompt), ChatMessage::user(user)],
+        )
+        .task(call.task_id)
+        .json_output(
+            format!("cairn_{}", call.purpose.as_str()),
+            call.schema.unwrap_or_else(|| json!({"type": "object"})),
+        );
+        request.milestone = call.milestone;
+        request.attempt = Some(call.attempt.max(1));
+        match self.client.complete(&request).await {
+            Ok(completion) => {
+                let value = completion
+                    .json
+                    .or_else(|| llm::output::extract_json(&completion.text))
+                    .unwrap_or(Value::Null);
+                Ok(ModelReply {
+                    value,
+                    tokens: completion.usage.total_tokens,
+                })
+            }
+            Err(error) => Err(model_error(&error)),
+        }
+    }
+}
+
+fn model_error(error: &LlmError) -> PortError {
+    let kind = match error.class() {
+        FailureClass::Transient => FailureKind::Transient,
+        FailureClass::Permanent => FailureKind::Permanent,
+        FailureClass::InvalidOutput => FailureKind::InvalidOutput,
+    };
+    let tokens = match error {
+        LlmError::InvalidOutput { usage, .. } => usage.total_tokens,
+        _ => 0,
+    };
+    PortError {
+        kind,
+        message: error.to_string(),
+        tokens,
+    }
+}
+
+/// Tools through the registry-backed HTTP client.
+pub struct ClientTools {
+    client: ToolClient,
+}
+
+impl ClientTools {
+    pub fn new(client: ToolClient) -> Self {
+        Self { client }
+    }
+}
+
+#[async_trait]
+impl ToolPort for ClientTools {
+    fn specs(&self) -> Vec<ToolSpec> {
+        self.client
+            .registry()
+            .specs()
+            .map(|spec| ToolSpec {
+                name: spec.name.clone(),
+                description: spec.description.clone(),
+                schema: spec.args_schema.clone(),
+                side_effects: spec.side_effects,
+            })
+            .collect()
+    }
+
+    async fn call(&self, call: ToolCall) -> Result<ToolReply, PortError> {
+        let result = self
+            .client
+            .call(&tools::ToolCall {
+                task_id: call.task_id,
+                milestone_id: call.milestone,
+                step_id: call.step,
+                // The client's attempts are 1-based; the engine's step attempts start at 0.
+                attempt: call.attempt + 1,
+                tool: call.tool,
+                args: call.args,
+                sandbox: false,
+            })
+            .await;
+        match result {
+            Ok(result) => Ok(ToolReply {
+                output: result.output,
+                artifacts: result.artifacts,
+                error: None,
+            }),
+            Err(ToolError::Reported {
+                message, output, ..
+            }) => Ok(ToolReply {
+                output,
+                artifacts: Default::default(),
+                error: Some(message),
+            }),
+            Err(error) => {
+                let kind = match error.failure() {
+                    ToolFailure::Timeout | ToolFailure::Transport | ToolFailure::ServerError => {
+                        FailureKind::Transient
+                    }
+                    _ => FailureKind::Permanent,
+                };
+                Err(PortError::new(kind, error.to_string()))
+            }
+        }
+    }
+}
