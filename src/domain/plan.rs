@@ -17,7 +17,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::check::Check;
-use super::validate::PlanError;
+use super::validate::{KnownTools, PlanError};
 
 /// Where a milestone is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, ToSchema)]
@@ -227,6 +227,29 @@ impl Plan {
         (order.len() == self.milestones.len()).then_some(order)
     }
 
+    /// Unfinished milestones that name a tool (allowed, or a check's runner) which is no longer
+    /// registered, with those tools. A non-empty result means the plan is stale: a cheap,
+    /// deterministic trigger for a `tool_unavailable` replan before any step fails.
+    pub fn missing_tools(&self, known: &KnownTools) -> Vec<(String, Vec<String>)> {
+        self.milestones
+            .iter()
+            .filter(|m| !matches!(m.status, MilestoneStatus::Done | MilestoneStatus::Skipped))
+            .filter_map(|m| {
+                let mut missing: Vec<String> = m
+                    .tools
+                    .iter()
+                    .map(String::as_str)
+                    .chain(m.accept.command_tools())
+                    .filter(|t| !known.contains(t))
+                    .map(str::to_string)
+                    .collect();
+                missing.sort();
+                missing.dedup();
+                (!missing.is_empty()).then(|| (m.id.clone(), missing))
+            })
+            .collect()
+    }
+
     /// `(id, effort)` of every milestone, the input of [`super::ledger::Ledger::allocate`].
     pub fn shares(&self) -> Vec<(String, u32)> {
         self.milestones
@@ -336,6 +359,22 @@ mod tests {
         assert!(plan.topological_order().is_none());
         plan.milestone_mut("m1").unwrap().depends_on = vec!["nope".into()];
         assert!(plan.topological_order().is_none());
+    }
+
+    #[test]
+    fn missing_tools_make_unfinished_milestones_stale() {
+        let mut plan = Plan::from_value(&worked_example(), 10).unwrap();
+        let all = KnownTools::new(["search", "edit_file", "run"]);
+        assert!(plan.missing_tools(&all).is_empty());
+        let no_runner = KnownTools::new(["search", "edit_file"]);
+        plan.milestone_mut("m2").unwrap().status = MilestoneStatus::Done;
+        assert_eq!(
+            plan.missing_tools(&no_runner),
+            vec![
+                ("m3".to_string(), vec!["run".to_string()]),
+                ("m4".to_string(), vec!["run".to_string()])
+            ]
+        );
     }
 
     #[test]
