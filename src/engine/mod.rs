@@ -28,6 +28,7 @@ use crate::store::{Change, Commit, Store, StoreError};
 
 pub mod direct;
 pub mod minimal;
+pub mod strategies;
 pub mod v2;
 
 /// Why the pool asks an engine to stop. `Run` means carry on.

@@ -1,0 +1,280 @@
+//! The baseline strategies of the evaluation (second seed's experiment matrix A, B, C).
+//!
+//! They exist to be measured against v2 (D), so they run through exactly the same machinery:
+//! the worker pool claims them, every model call and tool call is one fenced commit through
+//! the v2 [`Journal`](super::v2::checkpoint::Journal) (a ledger charge, a `step.finished` or
+//! `strategy.round` event, the checkpoint), models and tools are reached through the same
+//! [`ports`](super::v2::ports), and the result has the same spend and metrics fields. Only the
+//! decisions differ:
+//!
+//! - [`one_shot`] (A): one model call, no tools; the answer is the result.
+//! - [`reactive`] (B): step by step, no explicit plan: each round the model sees the
+//!   observations so far and names one tool call, or answers.
+//! - [`v1`] (C): a numbered list of steps written up front, executed in order; when a step
+//!   fails, a new full list is asked for and execution restarts from its first step, throwing
+//!   away progress (the first seed's v1).
+//!
+//! None of them has a goal verifier (that is a v2 mechanism): a baseline ends `succeeded` when
+//! it believes it is done, and the evaluation's acceptance check decides whether it really was.
+//!
+//! Wire protocol with the model (what the simulator and a real model are asked): the purpose
+//! and milestone headers say which strategy is asking, so no new purpose is needed:
+//! one_shot asks `tactical` / milestone `one_shot`; reactive asks `tactical` / `reactive` with
+//! the round as attempt; v1 asks `strategic` / `v1` with the list number as attempt.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::v2::V2Config;
+use super::v2::checkpoint::{Journal, Record, Spend, TaskState};
+use super::v2::context::{Cx, brief};
+use super::v2::ledger;
+use super::v2::ports::{ModelPort, ToolCall, ToolPort};
+use super::{EngineError, Halt, RunContext, RunOutcome, StopSignal};
+use crate::domain::event::kinds;
+use crate::domain::task::TaskStatus;
+
+pub mod one_shot;
+pub mod reactive;
+pub mod v1;
+
+pub use one_shot::OneShotEngine;
+pub use reactive::ReactiveEngine;
+pub use v1::V1Engine;
+
+/// Event kind of one model round of a baseline.
+pub const STRATEGY_ROUND: &str = "strategy.round";
+/// Event kind of one tool call of a baseline (the same kind v2's executor writes).
+pub const STEP_FINISHED: &str = super::v2::executor::STEP_FINISHED;
+
+/// Knobs of the baselines.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BaselineConfig {
+    /// Model rounds of the reactive loop before it gives up.
+    pub reactive_max_rounds: u32,
+    /// New full lists v1 may ask for after the first (the first seed's `max_replans`).
+    pub v1_max_replans: u32,
+}
+
+impl Default for BaselineConfig {
+    fn default() -> Self {
+        Self {
+            reactive_max_rounds: 16,
+            v1_max_replans: 2,
+        }
+    }
+}
+
+/// What every baseline engine holds.
+#[derive(Clone)]
+pub struct Ports {
+    pub models: Arc<dyn ModelPort>,
+    pub tools: Arc<dyn ToolPort>,
+    pub config: BaselineConfig,
+}
+
+/// A baseline's own progress, kept in the v2 state's free slot so it resumes from the
+/// checkpoint like everything else.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Progress {
+    pub rounds: u32,
+    pub observations: Vec<Value>,
+    /// v1: the current list, the index of the next step and how many lists were asked for.
+    pub steps: Vec<Value>,
+    pub next: usize,
+    pub lists: u32,
+    /// v1: completed steps thrown away by a new list (the cost of global replanning).
+    pub discarded_steps: u32,
+    pub answer: Option<Value>,
+}
+
+impl Progress {
+    pub fn load(state: &TaskState) -> Progress {
+        state
+            .direct
+            .as_ref()
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default()
+    }
+
+    pub fn store(&self, state: &mut TaskState) {
+        state.direct = serde_json::to_value(self).ok();
+    }
+}
+
+/// Builds the shared run context for one attempt (the same one v2 uses).
+pub fn context(ports: &Ports, ctx: RunContext) -> Result<Cx, EngineError> {
+    let state = TaskState::resume(ctx.state.as_ref())?;
+    let specs = ports
+        .tools
+        .specs()
+        .into_iter()
+        .map(|spec| (spec.name.clone(), spec))
+        .collect();
+    Ok(Cx {
+        journal: Journal::new(ctx, state),
+        models: ports.models.clone(),
+        tools: ports.tools.clone(),
+        config: V2Config::default(),
+        specs,
+        halt: AtomicBool::new(false),
+    })
+}
+
+/// The outcome to return when a stop was requested, `None` to carry on.
+pub fn stop_outcome(cx: &Cx) -> Option<RunOutcome> {
+    match cx.journal.ctx().stop_requested()? {
+        StopSignal::LeaseLost => Some(RunOutcome::LeaseLost),
+        _ => Some(RunOutcome::Yielded),
+    }
+}
+
+/// The unit the task has overspent, if any.
+pub fn over_budget(cx: &Cx, spent: Spend) -> Option<&'static str> {
+    let budget = cx.task().budget;
+    if spent.tokens > budget.tokens {
+        Some("tokens")
+    } else if spent.tool_calls > budget.tool_calls {
+        Some("tool_calls")
+    } else if spent.wall_ms > budget.wall_ms {
+        Some("wall_ms")
+    } else {
+        None
+    }
+}
+
+/// Whether a tool answer counts as a failed step: an error, or a non-zero exit code (what a
+/// list-executing agent can see without a check of its own).
+pub fn step_failed(error: Option<&str>, output: &Value) -> bool {
+    error.is_some()
+        || output
+            .get("exit_code")
+            .and_then(Value::as_i64)
+            .is_some_and(|code| code != 0)
+}
+
+/// One executed tool call, as a baseline records it.
+pub struct Executed {
+    pub ok: bool,
+    pub observation: Value,
+}
+
+/// Calls one tool (registered tools only; anything else is executor drift, as in v2) and
+/// commits the charge, the observation and a `step.finished` event.
+pub async fn execute(
+    cx: &Cx,
+    strategy: &str,
+    step: &str,
+    tool: &str,
+    args: &Value,
+) -> Result<Executed, Halt> {
+    let known = cx.specs.contains_key(tool);
+    let (ok, output, error, spend) = if known {
+        let called = cx
+            .call_tool(ToolCall {
+                task_id: cx.task().id,
+                milestone: strategy.to_string(),
+                step: step.to_string(),
+                attempt: 0,
+                tool: tool.to_string(),
+                args: args.clone(),
+            })
+            .await;
+        match called.reply {
+            Ok(reply) => {
+                let failed = step_failed(reply.error.as_deref(), &reply.output);
+                (!failed, reply.output, reply.error, called.spend)
+            }
+            Err(error) => (false, Value::Null, Some(error.message), called.spend),
+        }
+    } else {
+        let reason = format!("tool {tool:?} is not registered");
+        (false, Value::Null, Some(reason), Spend::default())
+    };
+    let observation = json!({"step": step, "tool": tool, "args": args, "ok": ok,
+                             "error": error, "output": brief(&output, 2000)});
+    let event = json!({"milestone": strategy, "step": step, "tool": tool, "ok": ok,
+                       "error": error, "output": brief(&output, 2000)});
+    cx.journal
+        .record(|state| {
+            let mut record = Record::default();
+            ledger::charge(state, None, spend, "tool", &mut record);
+            state.metrics.steps_total += 1;
+            if ok {
+                state.metrics.steps_completed += 1;
+            } else if known {
+                state.metrics.executor_failures += 1;
+            } else {
+                state.metrics.drift += 1;
+                state.metrics.executor_failures += 1;
+            }
+            let mut progress = Progress::load(state);
+            progress.observations.push(observation.clone());
+            progress.store(state);
+            record.push(STEP_FINISHED, event);
+            Ok((record, ()))
+        })
+        .await?;
+    Ok(Executed { ok, observation })
+}
+
+/// How a baseline ends.
+pub struct Finish {
+    pub strategy: &'static str,
+    pub status: TaskStatus,
+    pub reason: String,
+    pub answer: Option<Value>,
+}
+
+/// Commits the terminal status with a result shaped like v2's (spend, metrics, reason).
+pub async fn finish(cx: &Cx, end: Finish) -> Result<RunOutcome, Halt> {
+    let status = end.status;
+    cx.journal
+        .record(|state| {
+            let progress = Progress::load(state);
+            let result = json!({
+                "engine": end.strategy,
+                "status": status.as_str(),
+                "verified": Value::Null,
+                "reason": end.reason,
+                "answer": end.answer,
+                "spend": state.overhead,
+                "overhead": state.overhead,
+                "metrics": state.metrics,
+                "rounds": progress.rounds,
+                "lists": progress.lists,
+                "discarded_steps": progress.discarded_steps,
+            });
+            let mut record = Record::default();
+            if let Some(kind) = kinds::for_terminal_status(status) {
+                record.push(kind, json!({"result": result}));
+            }
+            record.status = Some(status);
+            record.result = Some(result);
+            Ok((record, ()))
+        })
+        .await?;
+    Ok(RunOutcome::Finished(status))
+}
+
+/// The budget check every baseline makes before spending more.
+pub async fn exhausted(cx: &Cx, strategy: &'static str) -> Result<Option<RunOutcome>, Halt> {
+    let spent = cx.journal.read(|s| s.overhead).await;
+    match over_budget(cx, spent) {
+        Some(unit) => finish(
+            cx,
+            Finish {
+                strategy,
+                status: TaskStatus::BudgetExhausted,
+                reason: format!("{strategy} ran out of {unit}"),
+                answer: None,
+            },
+        )
+        .await
+        .map(Some),
+        None => Ok(None),
+    }
+}

@@ -1,0 +1,141 @@
+//! Strategy B: step by step, no explicit plan.
+//!
+//! Each round the model sees the goal, the tools and every observation so far, and names one
+//! tool call or answers. It adapts to what it sees (a failed call is just another
+//! observation), but nothing outside the model remembers what still has to be done, and the
+//! whole history is re-sent every round, so cost grows with the length of the task.
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::{
+    Finish, Ports, Progress, STRATEGY_ROUND, context, execute, exhausted, finish, stop_outcome,
+};
+use crate::domain::task::TaskStatus;
+use crate::engine::v2::checkpoint::Record;
+use crate::engine::v2::context::Cx;
+use crate::engine::v2::ledger;
+use crate::engine::v2::ports::Purpose;
+use crate::engine::{Engine, EngineError, Halt, RunContext, RunOutcome};
+
+pub const NAME: &str = "reactive";
+
+const PROMPT: &str = "Decide the single next action towards the goal from the observations so \
+far. Answer only JSON: {\"tool\": NAME, \"args\": {...}} to call one tool, or {\"done\": true, \
+\"answer\": ...} when the goal is achieved.";
+
+#[derive(Clone)]
+pub struct ReactiveEngine {
+    ports: Ports,
+}
+
+impl ReactiveEngine {
+    pub fn new(ports: Ports) -> Self {
+        Self { ports }
+    }
+}
+
+#[async_trait]
+impl Engine for ReactiveEngine {
+    async fn run(&self, ctx: RunContext) -> Result<RunOutcome, EngineError> {
+        let cx = context(&self.ports, ctx)?;
+        let max_rounds = self.ports.config.reactive_max_rounds;
+        Halt::settle(run(&cx, max_rounds).await)
+    }
+}
+
+/// What the model asked for in one round.
+enum Move {
+    Call { tool: String, args: Value },
+    Done(Value),
+    Unusable(String),
+}
+
+fn parse(value: &Value) -> Move {
+    if value.get("done").and_then(Value::as_bool) == Some(true) {
+        return Move::Done(value.get("answer").cloned().unwrap_or(Value::Null));
+    }
+    match value.get("tool").and_then(Value::as_str) {
+        Some(tool) => Move::Call {
+            tool: tool.to_string(),
+            args: value.get("args").cloned().unwrap_or_else(|| json!({})),
+        },
+        None => Move::Unusable(crate::engine::v2::context::brief(value, 300).to_string()),
+    }
+}
+
+async fn run(cx: &Cx, max_rounds: u32) -> Result<RunOutcome, Halt> {
+    let tools: Vec<String> = cx.specs.keys().cloned().collect();
+    loop {
+        if let Some(outcome) = stop_outcome(cx) {
+            return Ok(outcome);
+        }
+        if let Some(outcome) = exhausted(cx, NAME).await? {
+            return Ok(outcome);
+        }
+        let progress = cx.journal.read(Progress::load).await;
+        if let Some(answer) = progress.answer {
+            let end = Finish {
+                strategy: NAME,
+                status: TaskStatus::Succeeded,
+                reason: format!("answered after {} rounds", progress.rounds),
+                answer: Some(answer),
+            };
+            return finish(cx, end).await;
+        }
+        if progress.rounds >= max_rounds {
+            let end = Finish {
+                strategy: NAME,
+                status: TaskStatus::Failed,
+                reason: format!("no answer within {max_rounds} rounds"),
+                answer: None,
+            };
+            return finish(cx, end).await;
+        }
+        let round = progress.rounds + 1;
+        let input = json!({"goal": cx.task().goal, "strategy": NAME,
+                           "tools": cx.tool_schemas(&tools),
+                           "observations": progress.observations});
+        let asked = cx
+            .ask(Purpose::Tactical, Some(NAME), round, PROMPT, input)
+            .await;
+        let chosen = match &asked.reply {
+            Ok(reply) => parse(&reply.value),
+            Err(error) => Move::Unusable(format!("model error: {}", error.message)),
+        };
+        let call = match &chosen {
+            Move::Call { tool, args } => Some((tool.clone(), args.clone())),
+            _ => None,
+        };
+        cx.journal
+            .record(|state| {
+                let mut record = Record::default();
+                ledger::charge(state, None, asked.spend, "reactive", &mut record);
+                let mut progress = Progress::load(state);
+                progress.rounds = round;
+                let summary = match &chosen {
+                    Move::Done(answer) => {
+                        progress.answer = Some(answer.clone());
+                        json!({"done": true})
+                    }
+                    Move::Call { tool, .. } => json!({"tool": tool}),
+                    Move::Unusable(why) => {
+                        progress
+                            .observations
+                            .push(json!({"round": round, "unusable_reply": why}));
+                        json!({"unusable": why})
+                    }
+                };
+                progress.store(state);
+                record.push(
+                    STRATEGY_ROUND,
+                    json!({"strategy": NAME, "round": round, "move": summary}),
+                );
+                Ok((record, ()))
+            })
+            .await?;
+        if let Some((tool, args)) = call {
+            execute(cx, NAME, &format!("r{round}"), &tool, &args).await?;
+        }
+    }
+}

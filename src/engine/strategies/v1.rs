@@ -1,0 +1,176 @@
+//! Strategy C: the first seed's v1 planner.
+//!
+//! Ask the model for a numbered list of steps up front (each one tool call, its arguments
+//! fixed when the list is written, before any result is known), execute them in order, and
+//! when a step fails ask for a new full list and start again from its first step. Completed
+//! steps of the old list are thrown away (counted in `discarded_steps`), and side-effecting
+//! ones are performed again: the behaviour v2's local repair exists to avoid.
+//!
+//! A step fails when its tool reports an error or a non-zero exit code; v1 has no acceptance
+//! checks, so a step that "succeeds" with the wrong result is not noticed.
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::{Finish, Ports, Progress, context, execute, exhausted, finish, stop_outcome};
+use crate::domain::task::TaskStatus;
+use crate::engine::v2::checkpoint::Record;
+use crate::engine::v2::context::Cx;
+use crate::engine::v2::ledger;
+use crate::engine::v2::ports::Purpose;
+use crate::engine::{Engine, EngineError, Halt, RunContext, RunOutcome};
+
+pub const NAME: &str = "v1";
+/// A new list was written (`data.list` is its number, 1 for the first).
+pub const V1_LIST: &str = "v1.list";
+
+const PROMPT: &str = "Write the complete numbered list of steps that achieves the goal; each \
+step is one tool call. Answer only JSON {\"steps\": [{\"id\": \"1\", \"tool\": NAME, \"args\": \
+{...}}, ...]}. If a previous list failed, write a new full list.";
+
+#[derive(Clone)]
+pub struct V1Engine {
+    ports: Ports,
+}
+
+impl V1Engine {
+    pub fn new(ports: Ports) -> Self {
+        Self { ports }
+    }
+}
+
+#[async_trait]
+impl Engine for V1Engine {
+    async fn run(&self, ctx: RunContext) -> Result<RunOutcome, EngineError> {
+        let cx = context(&self.ports, ctx)?;
+        let max_lists = self.ports.config.v1_max_replans + 1;
+        Halt::settle(run(&cx, max_lists).await)
+    }
+}
+
+fn step_parts(step: &Value, index: usize) -> (String, String, Value) {
+    let id = match step.get("id") {
+        Some(Value::String(id)) => id.clone(),
+        Some(other) if !other.is_null() => other.to_string(),
+        _ => (index + 1).to_string(),
+    };
+    let tool = step
+        .get("tool")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let args = step.get("args").cloned().unwrap_or_else(|| json!({}));
+    (id, tool, args)
+}
+
+async fn run(cx: &Cx, max_lists: u32) -> Result<RunOutcome, Halt> {
+    let tools: Vec<String> = cx.specs.keys().cloned().collect();
+    loop {
+        if let Some(outcome) = stop_outcome(cx) {
+            return Ok(outcome);
+        }
+        if let Some(outcome) = exhausted(cx, NAME).await? {
+            return Ok(outcome);
+        }
+        let progress = cx.journal.read(Progress::load).await;
+        if progress.steps.is_empty() {
+            if progress.lists >= max_lists {
+                let end = Finish {
+                    strategy: NAME,
+                    status: TaskStatus::Failed,
+                    reason: format!("step failed and {max_lists} lists were used"),
+                    answer: None,
+                };
+                return finish(cx, end).await;
+            }
+            write_list(cx, &progress, &tools).await?;
+            continue;
+        }
+        if progress.next >= progress.steps.len() {
+            let answer = progress
+                .observations
+                .last()
+                .and_then(|o| o.get("output"))
+                .cloned();
+            let end = Finish {
+                strategy: NAME,
+                status: TaskStatus::Succeeded,
+                reason: format!(
+                    "all {} steps of list {} ran",
+                    progress.steps.len(),
+                    progress.lists
+                ),
+                answer,
+            };
+            return finish(cx, end).await;
+        }
+        let index = progress.next;
+        let (id, tool, args) = step_parts(&progress.steps[index], index);
+        let step_name = format!("l{}.{}", progress.lists, id);
+        let executed = execute(cx, NAME, &step_name, &tool, &args).await?;
+        cx.journal
+            .record(|state| {
+                let mut progress = Progress::load(state);
+                if executed.ok {
+                    progress.next += 1;
+                } else {
+                    // Global replanning: the whole list goes, finished steps included.
+                    progress.discarded_steps += u32::try_from(progress.next).unwrap_or(u32::MAX);
+                    progress.steps.clear();
+                    progress.next = 0;
+                    state.metrics.replans += 1;
+                }
+                progress.store(state);
+                Ok((Record::default(), ()))
+            })
+            .await?;
+    }
+}
+
+async fn write_list(cx: &Cx, progress: &Progress, tools: &[String]) -> Result<(), Halt> {
+    let list = progress.lists + 1;
+    let input = json!({"goal": cx.task().goal, "strategy": NAME,
+                       "tools": cx.tool_schemas(tools),
+                       "previous_list_failed": list > 1,
+                       "observations": progress.observations});
+    let asked = cx
+        .ask(Purpose::Strategic, Some(NAME), list, PROMPT, input)
+        .await;
+    let steps: Vec<Value> = asked
+        .reply
+        .as_ref()
+        .ok()
+        .and_then(|r| r.value.get("steps"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let error = asked.reply.as_ref().err().map(|e| e.message.clone());
+    cx.journal
+        .record(|state| {
+            let mut record = Record::default();
+            ledger::charge(state, None, asked.spend, "v1", &mut record);
+            state.metrics.plans_proposed += 1;
+            if steps.is_empty() {
+                state.metrics.plans_invalid += 1;
+                state.metrics.planner_failures += 1;
+            }
+            let mut progress = Progress::load(state);
+            progress.lists = list;
+            progress.rounds += 1;
+            progress.steps = steps.clone();
+            progress.next = 0;
+            if steps.is_empty() {
+                progress
+                    .observations
+                    .push(json!({"list": list, "unusable_list": error.clone()}));
+            }
+            progress.store(state);
+            record.push(
+                V1_LIST,
+                json!({"list": list, "steps": steps, "error": error}),
+            );
+            Ok((record, ()))
+        })
+        .await?;
+    Ok(())
+}

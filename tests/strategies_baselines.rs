@@ -1,0 +1,256 @@
+//! The baseline strategies (one_shot, reactive, v1) against the scripted ports of the engine
+//! tests, on a real SQLite store: each one's protocol, and the first seed's central claim on
+//! its worked example: v1 throws finished work away at the m4 failure, v2 keeps it.
+
+mod common;
+mod engine_fakes;
+
+use std::sync::Arc;
+
+use cairn::domain::task::{Strategy, TaskStatus};
+use cairn::engine::strategies::{BaselineConfig, OneShotEngine, Ports, ReactiveEngine, V1Engine};
+use cairn::engine::v2::ports::Purpose;
+use cairn::engine::v2::{V2Config, V2Engine};
+use cairn::store::Store;
+use cairn::store::sqlite::SqliteStore;
+use engine_fakes::*;
+use serde_json::json;
+
+const WORKED_GOAL: &str = "Rename config key db.url to db.dsn in services A, B, C";
+
+async fn store() -> (common::TestSqlite, Arc<dyn Store>) {
+    let file = common::TestSqlite::create();
+    let store = SqliteStore::open(&file.path).await.expect("open sqlite");
+    store.migrate().await.expect("migrate");
+    (file, Arc::new(store))
+}
+
+fn ports(model: &Arc<FakeModel>, tools: &Arc<FakeTools>) -> Ports {
+    Ports {
+        models: model.clone(),
+        tools: tools.clone(),
+        config: BaselineConfig::default(),
+    }
+}
+
+fn edit(path: &str) -> serde_json::Value {
+    json!({"tool": "edit_file", "args": {"path": path, "find": "db.url", "replace": "db.dsn"}})
+}
+
+fn run(cwd: &str) -> serde_json::Value {
+    json!({"tool": "run", "args": {"cmd": "make test", "cwd": cwd}})
+}
+
+#[tokio::test]
+async fn v1_discards_progress_where_v2_keeps_it_on_the_worked_example() {
+    // v1: the list written up front misses c/start.sh (as m1's search did in the seed); the
+    // test run in c fails; the second list is right, and is executed from its first step.
+    let (_file, store) = store().await;
+    let model = Arc::new(FakeModel::default());
+    let tools = Arc::new(FakeTools::default());
+    let first = vec![
+        json!({"tool": "search", "args": {"query": "db.url"}}),
+        edit("a/config.py"),
+        edit("b/config.py"),
+        edit("c/config.py"),
+        run("a"),
+        run("b"),
+        run("c"),
+    ];
+    let mut second = first.clone();
+    second.insert(4, edit("c/start.sh"));
+    model.reply("strategic", "v1", 1, json!({ "steps": first }), 20_000);
+    model.reply("strategic", "v1", 2, json!({ "steps": second }), 24_000);
+    let v1 = V1Engine::new(ports(&model, &tools));
+    let task = run_task(
+        store.clone(),
+        &v1,
+        WORKED_GOAL,
+        Strategy::V1,
+        budget(200_000),
+    )
+    .await;
+    let result = task.result.clone().expect("result");
+    assert_eq!(task.status, TaskStatus::Succeeded, "{result:#}");
+    assert_eq!(result["engine"], "v1");
+    assert_eq!(result["lists"], 2);
+    // Six finished steps of the first list were thrown away ...
+    assert_eq!(result["discarded_steps"], 6);
+    // ... so the search ran twice and each finished patch was performed again, under a new
+    // idempotency identity: real repeated side effects.
+    assert_eq!(tools.calls("search").len(), 2);
+    let edits_of = |path: &str| {
+        tools
+            .calls("edit_file")
+            .iter()
+            .filter(|c| c.args["path"] == path)
+            .count()
+    };
+    assert_eq!(edits_of("a/config.py"), 2);
+    assert_eq!(edits_of("b/config.py"), 2);
+    assert_eq!(tools.distinct_keys("edit_file"), 7);
+    assert_eq!(result["metrics"]["replans"], 1);
+    let v1_tokens = result["spend"]["tokens"].as_u64().expect("tokens");
+    assert_eq!(v1_tokens, 44_000);
+
+    // v2 on the same world: the m4 failure is repaired locally; m1's search and the patches
+    // of a and b are never repeated.
+    let model = Arc::new(FakeModel::default());
+    let tools = Arc::new(FakeTools::default());
+    script_worked_example(&model);
+    let v2 = V2Engine::new(model.clone(), tools.clone(), V2Config::default());
+    let task = run_task(
+        store.clone(),
+        &v2,
+        WORKED_GOAL,
+        Strategy::V2,
+        budget(200_000),
+    )
+    .await;
+    assert_eq!(task.status, TaskStatus::Succeeded);
+    assert_eq!(tools.calls("search").len(), 1);
+    let edits_of = |path: &str| {
+        tools
+            .calls("edit_file")
+            .iter()
+            .filter(|c| c.args["path"] == path)
+            .count()
+    };
+    assert_eq!(edits_of("a/config.py"), 1);
+    assert_eq!(edits_of("b/config.py"), 1);
+    let passed = task.result.expect("result")["passed"].clone();
+    assert_eq!(passed, json!(["m1", "m2", "m3", "m4"]));
+}
+
+#[tokio::test]
+async fn v1_gives_up_after_its_replan_budget() {
+    let (_file, store) = store().await;
+    let model = Arc::new(FakeModel::default());
+    let tools = Arc::new(FakeTools::default());
+    tools.broken.lock().unwrap().insert("run".into());
+    model.reply("strategic", "v1", 0, json!({"steps": [run("a")]}), 1_000);
+    let v1 = V1Engine::new(ports(&model, &tools));
+    let task = run_task(
+        store.clone(),
+        &v1,
+        "run the tests",
+        Strategy::V1,
+        budget(50_000),
+    )
+    .await;
+    assert_eq!(task.status, TaskStatus::Failed);
+    // One list plus the default two replans.
+    assert_eq!(model.calls(Purpose::Strategic, Some("v1")).len(), 3);
+    assert_eq!(tools.calls("run").len(), 3);
+}
+
+#[tokio::test]
+async fn one_shot_makes_one_model_call_and_no_tool_call() {
+    let (_file, store) = store().await;
+    let model = Arc::new(FakeModel::default());
+    let tools = Arc::new(FakeTools::default());
+    model.reply(
+        "tactical",
+        "one_shot",
+        1,
+        json!({"answer": "5 km is 3.11 miles"}),
+        150,
+    );
+    let engine = OneShotEngine::new(ports(&model, &tools));
+    let task = run_task(
+        store.clone(),
+        &engine,
+        "convert 5 km to miles",
+        Strategy::OneShot,
+        budget(10_000),
+    )
+    .await;
+    let result = task.result.clone().expect("result");
+    assert_eq!(task.status, TaskStatus::Succeeded, "{result:#}");
+    assert_eq!(result["answer"], "5 km is 3.11 miles");
+    assert_eq!(result["spend"]["tokens"], 150);
+    assert_eq!(result["spend"]["tool_calls"], 0);
+    assert_eq!(model.log.lock().unwrap().len(), 1);
+    assert!(tools.log.lock().unwrap().is_empty());
+    let entries = store.list_ledger_entries(task.id).await.expect("ledger");
+    assert!(
+        entries
+            .iter()
+            .any(|e| e.kind == "charge" && e.unit == "tokens" && e.amount == 150)
+    );
+}
+
+#[tokio::test]
+async fn reactive_sees_each_observation_before_its_next_call() {
+    let (_file, store) = store().await;
+    let model = Arc::new(FakeModel::default());
+    let tools = Arc::new(FakeTools::default());
+    model.reply(
+        "tactical",
+        "reactive",
+        1,
+        json!({"tool": "search", "args": {"query": "db.url"}}),
+        500,
+    );
+    model.reply("tactical", "reactive", 2, edit("a/config.py"), 600);
+    model.reply("tactical", "reactive", 3, run("a"), 700);
+    model.reply(
+        "tactical",
+        "reactive",
+        4,
+        json!({"done": true, "answer": "patched a"}),
+        800,
+    );
+    let engine = ReactiveEngine::new(ports(&model, &tools));
+    let task = run_task(
+        store.clone(),
+        &engine,
+        "patch service a",
+        Strategy::Reactive,
+        budget(50_000),
+    )
+    .await;
+    let result = task.result.clone().expect("result");
+    assert_eq!(task.status, TaskStatus::Succeeded, "{result:#}");
+    assert_eq!(result["spend"]["tokens"], 2_600);
+    assert_eq!(result["spend"]["tool_calls"], 3);
+    let asked = model.calls(Purpose::Tactical, Some("reactive"));
+    assert_eq!(asked.len(), 4);
+    // Round n sees the n-1 observations before it, the last one the passing test run.
+    for (index, call) in asked.iter().enumerate() {
+        let seen = call.input["observations"].as_array().expect("observations");
+        assert_eq!(seen.len(), index, "round {}", index + 1);
+    }
+    assert_eq!(asked[3].input["observations"][2]["output"]["exit_code"], 0);
+    let events = event_kinds(&store, &task).await;
+    let steps = events
+        .iter()
+        .filter(|(_, k, _)| k == "step.finished")
+        .count();
+    assert_eq!(steps, 3);
+}
+
+#[tokio::test]
+async fn reactive_stops_at_its_budget() {
+    let (_file, store) = store().await;
+    let model = Arc::new(FakeModel::default());
+    let tools = Arc::new(FakeTools::default());
+    model.reply(
+        "tactical",
+        "reactive",
+        0,
+        json!({"tool": "search", "args": {"query": "x"}}),
+        4_000,
+    );
+    let engine = ReactiveEngine::new(ports(&model, &tools));
+    let task = run_task(
+        store.clone(),
+        &engine,
+        "loop forever",
+        Strategy::Reactive,
+        budget(10_000),
+    )
+    .await;
+    assert_eq!(task.status, TaskStatus::BudgetExhausted);
+    assert_eq!(model.log.lock().unwrap().len(), 3);
+}
