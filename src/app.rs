@@ -23,8 +23,9 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::{ApiError, Problem};
 use crate::http::health::OpenApiDocument;
-use crate::http::{events, extract, health, plans, tasks};
+use crate::http::{events, extract, health, plans, tasks, tools};
 use crate::store::Store;
+use crate::tools::ToolRegistry;
 
 /// What every handler can reach. Cheap to clone (all shared).
 #[derive(Clone)]
@@ -32,6 +33,8 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,
     pub config: Arc<Config>,
+    /// The tool registry shown by `GET /v1/tools` (empty until [`AppState::with_tools`]).
+    pub tools: Arc<ToolRegistry>,
 }
 
 impl AppState {
@@ -40,7 +43,13 @@ impl AppState {
             store,
             clock,
             config: Arc::new(config),
+            tools: Arc::new(ToolRegistry::default()),
         }
+    }
+
+    pub fn with_tools(mut self, tools: Arc<ToolRegistry>) -> Self {
+        self.tools = tools;
+        self
     }
 }
 
@@ -58,6 +67,7 @@ pub struct ShutdownSignal(pub watch::Receiver<bool>);
         (name = "tasks", description = "Submit, read, list and cancel tasks."),
         (name = "events", description = "A task's events: Server-Sent Events or JSON pages."),
         (name = "plans", description = "Immutable plan versions."),
+        (name = "tools", description = "The tools operators registered."),
         (name = "health", description = "Liveness, readiness and this document."),
     ),
     components(schemas(Problem))
@@ -73,6 +83,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(events::task_events))
         .routes(routes!(plans::list_plans))
         .routes(routes!(plans::get_plan))
+        .routes(routes!(tools::list_tools))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::openapi))

@@ -37,6 +37,16 @@ enum Command {
     },
     /// Print the OpenAPI document (what `openapi/openapi.json` holds).
     Openapi,
+    /// Serve a simulated OpenAI-compatible model and tools from a scenario file (loopback only;
+    /// everything it answers is labelled simulated). See docs/scenarios.md.
+    Sim {
+        /// Scenario file (.json or .toml), e.g. scenarios/worked_example.json.
+        #[arg(long)]
+        scenario: PathBuf,
+        /// Port on 127.0.0.1 (0 picks a free one).
+        #[arg(long, default_value_t = 8090)]
+        port: u16,
+    },
 }
 
 fn main() -> ExitCode {
@@ -54,6 +64,33 @@ fn main() -> ExitCode {
         Command::Migrate { config } => run(config, |config| async move {
             cairn::server::open_migrated(&config).await.map(|_| ())
         }),
+        Command::Sim { scenario, port } => run_sim(scenario, port),
+    }
+}
+
+/// `cairn sim`: needs no config or store, only the scenario.
+fn run_sim(scenario: PathBuf, port: u16) -> ExitCode {
+    init_tracing(LogFormat::Text);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("cairn: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let served = runtime.block_on(async {
+        let shutdown = cairn::server::shutdown_signal();
+        cairn::sim::run(&scenario, port, shutdown).await
+    });
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("cairn sim: {error}");
+            ExitCode::FAILURE
+        }
     }
 }
 

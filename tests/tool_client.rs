@@ -371,3 +371,52 @@ async fn a_4xx_from_the_tool_is_a_client_error_and_sandbox_calls_go_to_the_sandb
         "only the refused call reached live"
     );
 }
+
+#[tokio::test]
+async fn get_v1_tools_lists_the_registry() {
+    let server = sim("worked_example.json").await;
+    let db = common::TestSqlite::create();
+    let store = SqliteStore::open(&db.path).await.expect("open sqlite");
+    store.migrate().await.expect("migrate");
+    let state = cairn::app::AppState::new(
+        Arc::new(store),
+        Arc::new(SystemClock),
+        cairn::config::Config::default(),
+    )
+    .with_tools(server.registry());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let api = tokio::spawn(cairn::app::serve(listener, state, async move {
+        let _ = stopped.await;
+    }));
+
+    let body: Value = reqwest::get(format!("http://{addr}/v1/tools"))
+        .await
+        .expect("GET /v1/tools")
+        .json()
+        .await
+        .expect("json");
+    let items = body["items"].as_array().expect("items");
+    let names: Vec<&str> = items.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        ["edit_file", "lookup", "run", "search", "write_note"]
+    );
+    let edit = &items[0];
+    assert_eq!(edit["side_effects"], true);
+    assert_eq!(edit["simulated"], true);
+    assert_eq!(
+        edit["args_schema"]["required"],
+        json!(["path", "find", "replace"])
+    );
+    assert_eq!(
+        edit["url"],
+        format!("{}/tools/edit_file", server.base_url())
+    );
+
+    let _ = stop.send(());
+    api.await.expect("join").expect("served");
+}

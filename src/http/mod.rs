@@ -5,6 +5,7 @@
 //! - [`tasks`]: submit (with `Idempotency-Key`), read, list (keyset pages), cancel;
 //! - [`events`]: a task's events over SSE (replay, then live) or as a JSON page;
 //! - [`plans`]: immutable plan versions;
+//! - [`tools`]: the registered tools;
 //! - [`health`]: `/healthz`, `/readyz`, `/openapi.json`;
 //! - [`extract`]: extractors and fallbacks that turn every rejection into a problem.
 //!
@@ -18,3 +19,4 @@ pub mod health;
 pub mod idempotency;
 pub mod plans;
 pub mod tasks;
+pub mod tools;

@@ -24,6 +24,7 @@ pub mod llm;
 pub mod scenario;
 pub mod state;
 pub mod tools;
+pub mod wiring;
 
 use std::future::Future;
 use std::net::SocketAddr;
