@@ -223,17 +223,22 @@ impl SqliteStore {
     ) -> Result<Vec<TaskId>, StoreError> {
         let now_ms = millis(now);
         let mut tx = self.write().await?;
-        let expired = sqlx::query(
+        // No ORDER BY here: it would make SQLite walk the primary key over every task ever
+        // created instead of the small partial index of running leases; sort afterwards.
+        let mut expired = sqlx::query(
             "SELECT id, claimed_by, fence, lease_expires_at FROM tasks \
-             WHERE status = 'running' AND lease_expires_at < ?1 ORDER BY id",
+             WHERE status = 'running' AND lease_expires_at < ?1",
         )
         .bind(now_ms)
         .fetch_all(&mut *tx)
-        .await?;
+        .await?
+        .into_iter()
+        .map(|row| Ok((row.try_get::<String, _>("id")?, row)))
+        .collect::<Result<Vec<_>, sqlx::Error>>()?;
+        expired.sort_by(|(a, _), (b, _)| a.cmp(b));
         let mut reaped = Vec::with_capacity(expired.len());
         let mut wakeups = Vec::with_capacity(expired.len());
-        for row in &expired {
-            let id: String = row.try_get("id")?;
+        for (id, row) in &expired {
             let worker: Option<String> = row.try_get("claimed_by")?;
             let fence: i64 = row.try_get("fence")?;
             let expired_at = codec::from_millis(row.try_get("lease_expires_at")?)?;
@@ -243,15 +248,15 @@ impl SqliteStore {
                 "UPDATE tasks SET status = 'queued', claimed_by = NULL, lease_expires_at = NULL, \
                  updated_at = ?2, last_seq = last_seq + 1 WHERE id = ?1 RETURNING id, last_seq",
             )
-            .bind(&id)
+            .bind(id)
             .bind(now_ms)
             .fetch_one(&mut *tx)
             .await?;
             let seq: i64 = seq_row.try_get("last_seq")?;
             let data =
                 json!({ "worker_id": worker, "fence": fence, "lease_expires_at": expired_at });
-            append_event(&mut tx, &id, seq, kinds::TASK_LEASE_EXPIRED, &data, now_ms).await?;
-            let task_id = codec::parse_id(&id)?;
+            append_event(&mut tx, id, seq, kinds::TASK_LEASE_EXPIRED, &data, now_ms).await?;
+            let task_id = codec::parse_id(id)?;
             reaped.push(task_id);
             wakeups.push(Wakeup::Events {
                 task_id,

@@ -8,7 +8,7 @@ use sqlx::{Row, SqliteConnection};
 use super::SqliteStore;
 use super::codec::{self, id_text, millis, task_columns, task_from_row};
 use crate::domain::event::kinds;
-use crate::domain::task::{NewTask, Task, TaskId, TaskStatus};
+use crate::domain::task::{NewTask, Task, TaskId};
 use crate::store::{CancelOutcome, Created, IdempotencyClaim, StoreError, TaskQuery, Wakeup};
 
 /// Appends one event row. The caller has already advanced `tasks.last_seq` to `seq` in the same
@@ -157,22 +157,41 @@ impl SqliteStore {
         tenant_id: &str,
         query: &TaskQuery,
     ) -> Result<Vec<Task>, StoreError> {
+        // One static statement per filter shape, so each is a range scan on its index (an
+        // `?2 IS NULL OR ...` form would hide the keyset bound from SQLite's planner).
+        // Binds: tenant, limit, then status and cursor when present, in that order.
+        let sql = match (query.status.is_some(), query.before.is_some()) {
+            (false, false) => concat!(
+                "SELECT ",
+                task_columns!(),
+                " FROM tasks WHERE tenant_id = ?1 ORDER BY id DESC LIMIT ?2"
+            ),
+            (false, true) => concat!(
+                "SELECT ",
+                task_columns!(),
+                " FROM tasks WHERE tenant_id = ?1 AND id < ?3 ORDER BY id DESC LIMIT ?2"
+            ),
+            (true, false) => concat!(
+                "SELECT ",
+                task_columns!(),
+                " FROM tasks WHERE tenant_id = ?1 AND status = ?3 ORDER BY id DESC LIMIT ?2"
+            ),
+            (true, true) => concat!(
+                "SELECT ",
+                task_columns!(),
+                " FROM tasks WHERE tenant_id = ?1 AND status = ?3 AND id < ?4 \
+                 ORDER BY id DESC LIMIT ?2"
+            ),
+        };
         // A negative LIMIT means "no limit" to SQLite; the contract is "at most `limit`".
-        let limit = query.limit.max(0);
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            task_columns!(),
-            " FROM tasks WHERE tenant_id = ?1 \
-               AND (?2 IS NULL OR status = ?2) \
-               AND (?3 IS NULL OR id < ?3) \
-             ORDER BY id DESC LIMIT ?4"
-        ))
-        .bind(tenant_id)
-        .bind(query.status.map(TaskStatus::as_str))
-        .bind(query.before.map(id_text))
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
+        let mut statement = sqlx::query(sql).bind(tenant_id).bind(query.limit.max(0));
+        if let Some(status) = query.status {
+            statement = statement.bind(status.as_str());
+        }
+        if let Some(before) = query.before {
+            statement = statement.bind(id_text(before));
+        }
+        let rows = statement.fetch_all(&self.pool).await?;
         rows.iter().map(task_from_row).collect()
     }
 
