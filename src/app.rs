@@ -23,7 +23,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::{ApiError, Problem};
 use crate::http::health::OpenApiDocument;
-use crate::http::{events, extract, health, plans, tasks, tools};
+use crate::http::{events, extract, health, ledger, plan_diff, plans, tasks, tools};
 use crate::store::Store;
 use crate::tools::ToolRegistry;
 
@@ -68,6 +68,7 @@ pub struct ShutdownSignal(pub watch::Receiver<bool>);
         (name = "events", description = "A task's events: Server-Sent Events or JSON pages."),
         (name = "plans", description = "Immutable plan versions."),
         (name = "tools", description = "The tools operators registered."),
+        (name = "ledger", description = "A task's budget ledger, derived from its entries."),
         (name = "health", description = "Liveness, readiness and this document."),
     ),
     components(schemas(Problem))
@@ -84,6 +85,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(plans::list_plans))
         .routes(routes!(plans::get_plan))
         .routes(routes!(tools::list_tools))
+        .routes(routes!(plan_diff::plan_diff))
+        .routes(routes!(ledger::get_ledger))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::openapi))

@@ -4,7 +4,8 @@
 //!
 //! - [`tasks`]: submit (with `Idempotency-Key`), read, list (keyset pages), cancel;
 //! - [`events`]: a task's events over SSE (replay, then live) or as a JSON page;
-//! - [`plans`]: immutable plan versions;
+//! - [`plans`]: immutable plan versions; [`plan_diff`]: what each version changed;
+//! - [`ledger`]: a task's budget ledger, derived from its entries;
 //! - [`tools`]: the registered tools;
 //! - [`health`]: `/healthz`, `/readyz`, `/openapi.json`;
 //! - [`extract`]: extractors and fallbacks that turn every rejection into a problem.
@@ -17,6 +18,8 @@ pub mod events;
 pub mod extract;
 pub mod health;
 pub mod idempotency;
+pub mod ledger;
+pub mod plan_diff;
 pub mod plans;
 pub mod tasks;
 pub mod tools;

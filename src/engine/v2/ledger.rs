@@ -126,9 +126,10 @@ impl LedgerBook {
         (book, movements)
     }
 
-    /// Adds allocations for milestones a strategy replan introduced, from `pool` per unit
-    /// (the unspent allocations of the milestones the replan replaced).
-    pub fn allocate_more(
+    /// Gives the milestones a strategy replan left unfinished their shares of `pool` (per unit:
+    /// what the replaced milestones returned), split by effort. They are grants: the amounts
+    /// move from the reserve, so the reserve stays derivable as reserve + returns - grants.
+    pub fn grant_shares(
         &mut self,
         shares: &[(String, u32)],
         pool: &BTreeMap<String, u64>,
@@ -140,15 +141,17 @@ impl LedgerBook {
             .sum::<u64>()
             .max(1);
         for (unit, books) in &mut self.units {
-            let available = pool.get(unit).copied().unwrap_or(0);
-            let mut given = 0;
+            let available = pool.get(unit).copied().unwrap_or(0).min(books.reserve);
             for (id, e) in shares {
                 let amount = available * u64::from(*e) / effort;
-                given += amount;
+                if amount == 0 {
+                    continue;
+                }
+                books.reserve -= amount;
                 *books.alloc.entry(id.clone()).or_default() += amount;
-                movements.push(Movement::new(Some(id), "allocate", unit, amount));
+                *books.granted.entry(id.clone()).or_default() += amount;
+                movements.push(Movement::new(Some(id), "grant", unit, amount));
             }
-            books.reserve += available - given;
         }
         movements
     }

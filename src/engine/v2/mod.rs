@@ -32,7 +32,6 @@ pub mod adapters;
 pub mod checkpoint;
 pub mod context;
 pub mod executor;
-pub mod fingerprint;
 pub mod gate;
 pub mod ledger;
 pub mod monitor;

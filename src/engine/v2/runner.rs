@@ -175,12 +175,8 @@ pub async fn run(cx: &Cx, milestone_id: &str, resumed: bool) -> Result<Milestone
                     Judged::Passed => return Ok(MilestoneEnd::Passed),
                     Judged::Exhausted(unit) => return Ok(MilestoneEnd::Exhausted { unit }),
                     Judged::Failing(failure) => {
-                        let fraction = cx
-                            .journal
-                            .read(|s| s.ledger.as_ref().map(|l| l.fraction(milestone_id)))
-                            .await
-                            .unwrap_or(0.0);
-                        (failure, fraction >= cx.config.pressure_frac)
+                        let pressure = fraction(cx, milestone_id).await >= cx.config.pressure_frac;
+                        (failure, pressure)
                     }
                 }
             }
@@ -219,6 +215,14 @@ async fn judge(cx: &Cx, milestone_id: &str, cause: CheckCause) -> Result<Judged,
     }))
 }
 
+/// The largest fraction of its allocation `milestone_id` has used, over the three units.
+async fn fraction(cx: &Cx, milestone_id: &str) -> f64 {
+    cx.journal
+        .read(|s| s.ledger.as_ref().map(|l| l.fraction(milestone_id)))
+        .await
+        .unwrap_or(0.0)
+}
+
 /// Climbs past `floor` after a repeated or unusable proposal.
 async fn escalate(
     cx: &Cx,
@@ -226,7 +230,8 @@ async fn escalate(
     failure: Failure,
     floor: Option<Level>,
 ) -> Result<Option<MilestoneEnd>, Halt> {
-    let (level, failure) = repair::start(cx, milestone_id, failure, false, floor).await?;
+    let pressure = fraction(cx, milestone_id).await >= cx.config.pressure_frac;
+    let (level, failure) = repair::start(cx, milestone_id, failure, pressure, floor).await?;
     settle(cx, milestone_id, level, failure).await
 }
 

@@ -145,7 +145,7 @@ pub async fn plan(cx: &Cx, replan: Option<Replan<'_>>) -> Result<Strategic, Halt
 
 /// Puts an accepted plan in place with its ledger: a first plan allocates the budget; a
 /// replacement returns the unfinished milestones' unspent shares and re-splits them over the
-/// new unfinished milestones (the reserve is untouched by a replan).
+/// new unfinished milestones as grants (the reserve ends where it started).
 fn install(state: &mut super::checkpoint::TaskState, plan: Plan, cx: &Cx, record: &mut Record) {
     let pending: Vec<(String, u32)> = plan
         .milestones
@@ -176,12 +176,7 @@ fn install(state: &mut super::checkpoint::TaskState, plan: Plan, cx: &Cx, record
                 }
             }
             // The returned shares go back out of the reserve to the new unfinished milestones.
-            for (unit, amount) in &pool {
-                if let Some(books) = book.units.get_mut(unit) {
-                    books.reserve = books.reserve.saturating_sub(*amount);
-                }
-            }
-            movements.extend(book.allocate_more(&pending, &pool));
+            movements.extend(book.grant_shares(&pending, &pool));
             ledger::persist(&movements, "replan_strategy", record);
         }
     }

@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 
 use super::checkpoint::{Failure, Record};
 use super::context::{Cx, brief};
-use super::fingerprint::fingerprint;
 use super::ledger;
 use super::ports::Purpose;
+use crate::domain::fingerprint::of_steps;
 use crate::domain::plan::{Step, StepList, StepStatus};
 use crate::domain::validate::{PlanLimits, StepError, feedback, validate_steps};
 use crate::engine::Halt;
@@ -148,7 +148,7 @@ pub async fn plan_steps(
         };
         let transient =
             matches!(&asked.reply, Err(e) if e.kind != super::ports::FailureKind::InvalidOutput);
-        let fp = parsed.as_ref().ok().map(|steps| fingerprint(steps));
+        let fp = parsed.as_ref().ok().map(|steps| of_steps(steps).0);
         let repeated = fp
             .as_ref()
             .is_some_and(|fp| ask != Ask::Initial && run.repairs.fingerprints.contains(fp));

@@ -1,0 +1,169 @@
+//! The v2 engine end to end through the HTTP API against the in-process simulator: the first
+//! seed's worked example with its exact ledger figures, and the gate's direct route.
+
+mod common;
+mod engine_stack;
+
+use engine_stack::Stack;
+use serde_json::Value;
+
+const WORKED_GOAL: &str = "Rename config key db.url to db.dsn in services A, B, C";
+
+fn of_kind<'a>(events: &'a [Value], kind: &str, milestone: &str) -> Vec<&'a Value> {
+    events
+        .iter()
+        .filter(|e| e["kind"] == kind && e["data"]["milestone"] == milestone)
+        .collect()
+}
+
+fn seq(event: &Value) -> i64 {
+    event["seq"].as_i64().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn the_worked_example_runs_end_to_end_with_the_seed_figures() {
+    let stack = Stack::start("worked_example.json").await;
+    let id = stack.submit(WORKED_GOAL, "auto", 200_000).await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    let result = &task["result"];
+    assert_eq!(result["verified"], true);
+    assert_eq!(result["gate"]["route"], "plan");
+
+    let (status, ledger) = stack.get(&format!("/v1/tasks/{id}/ledger")).await;
+    assert_eq!(status, 200);
+    let tokens = &ledger["units"]["tokens"];
+    assert_eq!(tokens["initial_reserve"], 40_000);
+    assert_eq!(tokens["milestones"]["m1"]["spent"], 9_000);
+    assert_eq!(tokens["milestones"]["m1"]["returned"], 22_857 - 9_000);
+    // Allocations as made: what is allocated now plus what was returned, minus grants.
+    let initial = |m: &str| {
+        let f = &tokens["milestones"][m];
+        f["allocated"].as_i64().unwrap_or(0) + f["returned"].as_i64().unwrap_or(0)
+            - f["granted"].as_i64().unwrap_or(0)
+    };
+    assert_eq!(initial("m1"), 22_857);
+    for m in ["m2", "m3", "m4"] {
+        assert_eq!(initial(m), 45_714, "{m}");
+    }
+    // The reserve right after m1 passed, replayed from the entries in order.
+    let mut reserve = 0;
+    let mut after_m1 = None;
+    for entry in ledger["entries"].as_array().expect("entries") {
+        if entry["unit"] != "tokens" {
+            continue;
+        }
+        let amount = entry["amount"].as_i64().unwrap_or(0);
+        match entry["kind"].as_str() {
+            Some("reserve") | Some("return") => reserve += amount,
+            Some("grant") => reserve -= amount,
+            _ => {}
+        }
+        if entry["kind"] == "return" && entry["milestone_id"] == "m1" {
+            after_m1 = Some(reserve);
+        }
+    }
+    assert_eq!(after_m1, Some(53_857));
+    assert_eq!(tokens["milestones"]["m4"]["granted"], 6_286);
+    assert_eq!(tokens["milestones"]["m4"]["spent"], 52_000);
+    let milestones: i64 = ["m1", "m2", "m3", "m4"]
+        .iter()
+        .map(|m| tokens["milestones"][m]["spent"].as_i64().unwrap_or(0))
+        .sum();
+    assert_eq!(milestones, 150_000);
+    let total = tokens["spent"].as_i64().unwrap_or(0);
+    assert!(
+        (150_000..=153_000).contains(&total),
+        "about 150,000 in all, got {total}"
+    );
+    assert_eq!(
+        result["spend"]["tokens"], total,
+        "the result reports the same spend"
+    );
+
+    let events = stack.events(&id).await;
+    let started = |m| seq(of_kind(&events, "milestone.started", m)[0]);
+    let passed = |m| {
+        of_kind(&events, "monitor.decided", m)
+            .into_iter()
+            .find(|e| e["data"]["decision"] == "passed")
+            .map(seq)
+            .expect("passed")
+    };
+    assert!(
+        started("m3") < passed("m2") && started("m2") < passed("m3"),
+        "m2 and m3 overlap"
+    );
+    let levels: Vec<&str> = of_kind(&events, "repair.started", "m4")
+        .iter()
+        .map(|e| e["data"]["level"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(levels, ["retry_step", "replan_milestone"], "L1 before L2");
+    for m in ["m1", "m2", "m3"] {
+        assert!(
+            of_kind(&events, "repair.started", m).is_empty(),
+            "{m} needed no repair"
+        );
+    }
+    let stats = stack.sim.stats();
+    assert_eq!(stats.tools["search"].calls, 1, "m1's search ran once");
+    let seqs: Vec<i64> = events.iter().map(seq).collect();
+    assert_eq!(
+        seqs,
+        (1..=seqs.len() as i64).collect::<Vec<_>>(),
+        "events are dense"
+    );
+    assert_eq!(
+        events.last().map(|e| e["kind"].clone()),
+        Some("task.succeeded".into())
+    );
+
+    // Plan versions: initial, then the L2 repair of m4 (L1's proposal repeated the failed
+    // patch, so it was refused by fingerprint and escalated without a new version).
+    let (_, plans) = stack.get(&format!("/v1/tasks/{id}/plans")).await;
+    let reasons: Vec<&str> = plans["items"]
+        .as_array()
+        .expect("versions")
+        .iter()
+        .map(|v| v["reason"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(reasons.first(), Some(&"initial"));
+    assert_eq!(reasons.last(), Some(&"replan_milestone"));
+    let last = reasons.len();
+    let (status, diff) = stack
+        .get(&format!("/v1/tasks/{id}/plans/{last}/diff"))
+        .await;
+    assert_eq!(status, 200, "{diff}");
+    let changed: Vec<&str> = diff["diff"]["changed"]
+        .as_array()
+        .expect("changed")
+        .iter()
+        .map(|c| c["id"].as_str().unwrap_or_default())
+        .collect();
+    assert!(changed.contains(&"m4"), "{diff:#}");
+    assert!(diff["caused_by_seq"].as_i64().is_some());
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn the_gate_sends_a_one_tool_question_direct() {
+    let stack = Stack::start("direct_question.toml").await;
+    let id = stack
+        .submit("What version of service A is deployed?", "auto", 50_000)
+        .await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    assert_eq!(task["result"]["gate"]["route"], "direct");
+    let events = stack.events(&id).await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "gate.decided" && e["data"]["route"] == "direct")
+    );
+    assert!(
+        !events.iter().any(|e| e["kind"] == "plan.accepted"),
+        "no plan"
+    );
+    assert_eq!(stack.sim.stats().llm.by_purpose.get("strategic"), None);
+    stack.stop().await;
+}

@@ -1,0 +1,172 @@
+//! The whole in-process stack for engine tests through the HTTP API: a simulator serving a
+//! scenario file, the v2 engine over the real LLM and tool clients pointed at it, a worker
+//! pool, and `cairn::app::serve` on 127.0.0.1:0, all over one fresh store.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn::app::AppState;
+use cairn::clock::{Clock, SystemClock};
+use cairn::config::Config;
+use cairn::engine::v2::adapters::{ClientTools, LlmModels};
+use cairn::engine::v2::{V2Config, V2Engine};
+use cairn::llm::{Endpoints, LlmClient, RetryPolicy};
+use cairn::sim::SimServer;
+use cairn::store::Store;
+use cairn::store::sqlite::SqliteStore;
+use cairn::tools::{StoreReceipts, ToolClient};
+use cairn::worker::{PoolParams, WorkerPool};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use crate::common::TestSqlite;
+
+/// Bounds every wait; only a failing test reaches it.
+pub const WAIT: Duration = Duration::from_secs(60);
+
+pub struct Stack {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub store: Arc<dyn Store>,
+    pub sim: SimServer,
+    pool: Option<WorkerPool>,
+    stop: Option<oneshot::Sender<()>>,
+    _db: TestSqlite,
+}
+
+impl Stack {
+    /// Starts everything for the scenario file `scenarios/<file>`.
+    pub async fn start(scenario: &str) -> Stack {
+        let db = TestSqlite::create();
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&db.path).await.expect("sqlite"));
+        store.migrate().await.expect("migrate");
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("scenarios")
+            .join(scenario);
+        let sim = SimServer::start_file(&path, 0).await.expect("simulator");
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let llm = LlmClient::new(
+            Endpoints::uniform(sim.llm_endpoint()),
+            RetryPolicy::default(),
+        )
+        .expect("llm client");
+        let tools = ToolClient::new(
+            sim.registry(),
+            Some(Arc::new(StoreReceipts(store.clone()))),
+            clock.clone(),
+        );
+        let engine = Arc::new(V2Engine::new(
+            Arc::new(LlmModels::new(llm)),
+            Arc::new(ClientTools::new(tools)),
+            V2Config::default(),
+        ));
+        let config = Config {
+            poll_interval_ms: 100,
+            workers: 2,
+            ..Config::default()
+        };
+        let pool = WorkerPool::start(PoolParams::from_config(
+            &config,
+            store.clone(),
+            engine,
+            clock.clone(),
+            "engine-test".into(),
+        ));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let state = AppState::new(store.clone(), clock, config);
+        tokio::spawn(cairn::app::serve(listener, state, async move {
+            let _ = stopped.await;
+        }));
+        Stack {
+            base,
+            client: reqwest::Client::new(),
+            store,
+            sim,
+            pool: Some(pool),
+            stop: Some(stop),
+            _db: db,
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let response = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .header("accept", "application/json")
+            .send()
+            .await
+            .expect("GET");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Submits a task and returns its id.
+    pub async fn submit(&self, goal: &str, strategy: &str, tokens: u64) -> String {
+        let response = self
+            .client
+            .post(format!("{}/v1/tasks", self.base))
+            .json(&json!({"goal": goal, "strategy": strategy,
+                          "budget": {"tokens": tokens, "tool_calls": 100, "wall_ms": 600_000}}))
+            .send()
+            .await
+            .expect("POST /v1/tasks");
+        assert_eq!(response.status().as_u16(), 202, "task accepted");
+        let body: Value = response.json().await.expect("task json");
+        body["id"].as_str().expect("task id").to_string()
+    }
+
+    /// Polls the task until it is terminal.
+    pub async fn finished(&self, id: &str) -> Value {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let (_, task) = self.get(&format!("/v1/tasks/{id}")).await;
+            if matches!(
+                task["status"].as_str(),
+                Some("succeeded" | "failed" | "budget_exhausted" | "cancelled")
+            ) {
+                return task;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "task {id} never ended: {task:#}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Every event of a task, through the API's JSON pages.
+    pub async fn events(&self, id: &str) -> Vec<Value> {
+        let mut out = Vec::new();
+        let mut after = 0;
+        loop {
+            let (status, page) = self
+                .get(&format!("/v1/tasks/{id}/events?after={after}"))
+                .await;
+            assert_eq!(status, 200, "{page}");
+            let items = page["items"].as_array().cloned().unwrap_or_default();
+            if items.is_empty() {
+                return out;
+            }
+            after = items
+                .last()
+                .and_then(|e| e["seq"].as_i64())
+                .unwrap_or(after);
+            out.extend(items);
+        }
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(pool) = self.pool.take() {
+            pool.shutdown(Duration::from_secs(5)).await;
+        }
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
