@@ -116,7 +116,8 @@ pub struct SimServer {
     base_url: String,
     state: Arc<SimState>,
     registry: Arc<ToolRegistry>,
-    task: tokio::task::JoinHandle<()>,
+    /// `None` once detached.
+    task: Option<tokio::task::JoinHandle<()>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -135,9 +136,15 @@ pub enum SimError {
 impl SimServer {
     /// Serves `scenario` (plus the generic tools) on `addr`; port 0 picks a free port.
     pub async fn start(scenario: Scenario, addr: SocketAddr) -> Result<SimServer, SimError> {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| SimError::Bind { addr, source })?;
+        Self::spawn(scenario, addr)
+    }
+
+    /// [`SimServer::start`] for synchronous callers; must run inside a Tokio runtime.
+    pub fn spawn(scenario: Scenario, addr: SocketAddr) -> Result<SimServer, SimError> {
+        let bind_error = |source| SimError::Bind { addr, source };
+        let std_listener = std::net::TcpListener::bind(addr).map_err(bind_error)?;
+        std_listener.set_nonblocking(true).map_err(bind_error)?;
+        let listener = tokio::net::TcpListener::from_std(std_listener).map_err(bind_error)?;
         let addr = listener
             .local_addr()
             .map_err(|source| SimError::Bind { addr, source })?;
@@ -156,7 +163,7 @@ impl SimServer {
             base_url,
             state,
             registry,
-            task,
+            task: Some(task),
         })
     }
 
@@ -202,9 +209,20 @@ impl SimServer {
     }
 }
 
+impl SimServer {
+    /// Leaves the server running until the runtime stops (for `cairn serve`'s built-in model),
+    /// returning its base URL.
+    pub fn detach(mut self) -> String {
+        self.task = None;
+        self.base_url.clone()
+    }
+}
+
 impl Drop for SimServer {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
     }
 }
 

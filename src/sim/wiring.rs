@@ -15,12 +15,13 @@ use crate::llm::{Endpoints, LlmClient, LlmError, RetryPolicy};
 use crate::tools::{RegistryError, ToolRegistry};
 
 /// What the engine and the API need to reach models and tools.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Clients {
     pub llm: LlmClient,
     pub tools: Arc<ToolRegistry>,
-    /// The in-process simulator, when one was needed; dropping it stops it.
-    pub sim: Option<SimServer>,
+    /// The base URL of the in-process simulator, when one was started. It runs until the
+    /// runtime stops.
+    pub sim_base_url: Option<String>,
     /// True when the model is the simulator.
     pub simulated_model: bool,
 }
@@ -38,12 +39,14 @@ pub enum WiringError {
 }
 
 impl Clients {
-    /// Builds the clients `config` asks for (see the module docs).
-    pub async fn from_config(config: &Config) -> Result<Clients, WiringError> {
+    /// Builds the clients `config` asks for (see the module docs). Synchronous so engine
+    /// factories can call it, but it must run inside a Tokio runtime (it may start the
+    /// simulator).
+    pub fn from_config(config: &Config) -> Result<Clients, WiringError> {
         let endpoints = Endpoints::from_config(&config.llm).map_err(WiringError::Llm)?;
         let sim = if endpoints.is_none() || config.tools_file.is_none() {
             let addr = SocketAddr::from(([127, 0, 0, 1], 0));
-            Some(SimServer::start(Scenario::generic(), addr).await?)
+            Some(SimServer::spawn(Scenario::generic(), addr)?)
         } else {
             None
         };
@@ -68,7 +71,7 @@ impl Clients {
         Ok(Clients {
             llm: LlmClient::new(endpoints, RetryPolicy::default())?,
             tools,
-            sim,
+            sim_base_url: sim.map(SimServer::detach),
             simulated_model,
         })
     }
@@ -82,10 +85,8 @@ mod tests {
 
     #[tokio::test]
     async fn no_model_means_the_simulator_and_its_generic_tools() {
-        let clients = Clients::from_config(&Config::default())
-            .await
-            .expect("wired");
-        assert!(clients.simulated_model && clients.sim.is_some());
+        let clients = Clients::from_config(&Config::default()).expect("wired");
+        assert!(clients.simulated_model && clients.sim_base_url.is_some());
         assert!(clients.tools.contains("lookup") && clients.tools.contains("write_note"));
         let answer = clients
             .llm
@@ -120,8 +121,8 @@ mod tests {
                 model: "m".into(),
             },
         );
-        let clients = Clients::from_config(&config).await.expect("wired");
-        assert!(clients.sim.is_none() && !clients.simulated_model);
+        let clients = Clients::from_config(&config).expect("wired");
+        assert!(clients.sim_base_url.is_none() && !clients.simulated_model);
         assert_eq!(clients.tools.len(), 1);
     }
 }
