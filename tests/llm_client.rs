@@ -484,3 +484,66 @@ async fn the_api_key_is_sent_but_never_logged_or_shown() {
         assert!(!text.contains(KEY), "the key leaked into: {text}");
     }
 }
+
+/// A server that refuses `response_format` with HTTP 400, as some OpenAI-compatible servers
+/// do, and answers plain requests with prose around JSON.
+async fn format_refusing_server() -> (String, Arc<Mutex<Vec<bool>>>) {
+    use axum::http::StatusCode;
+    let seen: Arc<Mutex<Vec<bool>>> = Arc::default();
+    let log = seen.clone();
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+            let log = log.clone();
+            async move {
+                let with_format = body.get("response_format").is_some();
+                log.lock().unwrap_or_else(|p| p.into_inner()).push(with_format);
+                if with_format {
+                    return (
+                        StatusCode::BAD_REQUEST,
+                        axum::Json(json!({"error": {"message": "unsupported parameter: response_format"}})),
+                    );
+                }
+                (
+                    StatusCode::OK,
+                    axum::Json(json!({
+                        "choices": [{"message": {"role": "assistant",
+                            "content": "Verdict follows. {\"verdict\": \"fail\", \"reason\": \"tests red\"}"}}],
+                        "usage": {"prompt_tokens": 7, "completion_tokens": 5}
+                    })),
+                )
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind(local()).await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (format!("http://{addr}"), seen)
+}
+
+#[tokio::test]
+async fn a_refused_response_format_is_dropped_and_the_answer_still_validated() {
+    let (base_url, seen) = format_refusing_server().await;
+    let client = LlmClient::new(
+        Endpoints::uniform(LlmEndpoint {
+            base_url,
+            api_key: Secret::default(),
+            model: "local".into(),
+        }),
+        policy(),
+    )
+    .expect("client");
+    let verdict = client
+        .complete(&request(Purpose::Verifier, Uuid::now_v7()))
+        .await
+        .expect("answers without response_format");
+    assert_eq!(verdict.json.expect("json")["verdict"], "fail");
+    assert_eq!((verdict.usage.total_tokens, verdict.attempts), (12, 2));
+    assert!(!verdict.simulated);
+    assert_eq!(
+        *seen.lock().unwrap_or_else(|p| p.into_inner()),
+        vec![true, false]
+    );
+}
