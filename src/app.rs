@@ -23,7 +23,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::{ApiError, Problem};
 use crate::http::health::OpenApiDocument;
-use crate::http::{events, extract, health, ledger, plan_diff, plans, tasks, tools};
+use crate::http::{events, extract, health, ledger, plan_diff, plans, stats, tasks, tools};
 use crate::store::Store;
 use crate::tools::ToolRegistry;
 
@@ -69,6 +69,7 @@ pub struct ShutdownSignal(pub watch::Receiver<bool>);
         (name = "plans", description = "Immutable plan versions."),
         (name = "tools", description = "The tools operators registered."),
         (name = "ledger", description = "A task's budget ledger, derived from its entries."),
+        (name = "stats", description = "Planner telemetry and the gate's decisions with outcomes."),
         (name = "health", description = "Liveness, readiness and this document."),
     ),
     components(schemas(Problem))
@@ -87,6 +88,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(tools::list_tools))
         .routes(routes!(plan_diff::plan_diff))
         .routes(routes!(ledger::get_ledger))
+        .routes(routes!(stats::get_stats))
+        .routes(routes!(stats::get_gate_stats))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::openapi))

@@ -142,6 +142,22 @@ async fn the_worked_example_runs_end_to_end_with_the_seed_figures() {
         .collect();
     assert!(changed.contains(&"m4"), "{diff:#}");
     assert!(diff["caused_by_seq"].as_i64().is_some());
+
+    let (status, stats) = stack.get("/v1/stats").await;
+    assert_eq!(status, 200, "{stats}");
+    assert_eq!(stats["tasks"], 1);
+    assert_eq!(stats["planned_tasks"], 1);
+    assert_eq!(stats["plan_validity_rate"], 1.0);
+    assert_eq!(stats["average_plan_length"], 4.0);
+    assert_eq!(stats["step_completion_rate"], 1.0);
+    assert_eq!(stats["replan_frequency"], (reasons.len() - 1) as f64);
+    assert_eq!(stats["drift_rate"], 0.0);
+    assert_eq!(stats["verified_success"], 1.0);
+    assert_eq!(stats["repairs"]["retry_step"], 1);
+    assert_eq!(stats["repairs"]["replan_milestone"], 1);
+    let (_, gate) = stack.get("/v1/stats/gate").await;
+    assert_eq!(gate["by_route"]["plan"], 1, "{gate}");
+    assert_eq!(gate["planned_one_step"], serde_json::json!([]));
     stack.stop().await;
 }
 
@@ -165,5 +181,10 @@ async fn the_gate_sends_a_one_tool_question_direct() {
         "no plan"
     );
     assert_eq!(stack.sim.stats().llm.by_purpose.get("strategic"), None);
+    let (_, gate) = stack.get("/v1/stats/gate").await;
+    assert_eq!(gate["decisions"], 1, "{gate}");
+    assert_eq!(gate["by_route"]["direct"], 1);
+    assert_eq!(gate["direct_success_by_kind"]["lookup"], 1.0);
+    assert_eq!(gate["direct_failed"], serde_json::json!([]));
     stack.stop().await;
 }

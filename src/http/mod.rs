@@ -6,6 +6,7 @@
 //! - [`events`]: a task's events over SSE (replay, then live) or as a JSON page;
 //! - [`plans`]: immutable plan versions; [`plan_diff`]: what each version changed;
 //! - [`ledger`]: a task's budget ledger, derived from its entries;
+//! - [`stats`]: planner telemetry and the gate's decisions with outcomes;
 //! - [`tools`]: the registered tools;
 //! - [`health`]: `/healthz`, `/readyz`, `/openapi.json`;
 //! - [`extract`]: extractors and fallbacks that turn every rejection into a problem.
@@ -21,5 +22,6 @@ pub mod idempotency;
 pub mod ledger;
 pub mod plan_diff;
 pub mod plans;
+pub mod stats;
 pub mod tasks;
 pub mod tools;
