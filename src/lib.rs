@@ -24,6 +24,7 @@ pub mod config;
 pub mod domain;
 pub mod engine;
 pub mod error;
+pub mod eval;
 pub mod http;
 pub mod llm;
 pub mod server;

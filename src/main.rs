@@ -47,6 +47,24 @@ enum Command {
         #[arg(long, default_value_t = 8090)]
         port: u16,
     },
+    /// Run a task suite through several strategies against the simulated world and write
+    /// report.md, report.json and chart.svg (see docs/evaluation.md).
+    Eval {
+        /// Suite directory (holding suite.toml) or file.
+        #[arg(long)]
+        suite: PathBuf,
+        #[arg(long, default_value = "one_shot,reactive,v1,v2,auto")]
+        strategies: String,
+        #[arg(long, default_value_t = 1)]
+        repeat: u32,
+        #[arg(long)]
+        out: PathBuf,
+        /// Postgres URL; without it a fresh SQLite file under --out is used.
+        #[arg(long)]
+        database_url: Option<String>,
+        #[arg(long, default_value_t = 8)]
+        workers: usize,
+    },
 }
 
 fn main() -> ExitCode {
@@ -61,6 +79,14 @@ fn main() -> ExitCode {
             let shutdown = cairn::server::shutdown_signal();
             cairn::server::serve(config, shutdown).await
         }),
+        Command::Eval {
+            suite,
+            strategies,
+            repeat,
+            out,
+            database_url,
+            workers,
+        } => eval(suite, &strategies, repeat, out, database_url, workers),
         Command::Migrate { config } => run(config, |config| async move {
             cairn::server::open_migrated(&config).await.map(|_| ())
         }),
@@ -70,7 +96,7 @@ fn main() -> ExitCode {
 
 /// `cairn sim`: needs no config or store, only the scenario.
 fn run_sim(scenario: PathBuf, port: u16) -> ExitCode {
-    init_tracing(LogFormat::Text);
+    init_tracing(LogFormat::Text, "info");
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -94,6 +120,41 @@ fn run_sim(scenario: PathBuf, port: u16) -> ExitCode {
     }
 }
 
+/// `cairn eval`: errors end the process with status 1 and one line.
+fn eval(
+    suite: PathBuf,
+    strategies: &str,
+    repeat: u32,
+    out: PathBuf,
+    database_url: Option<String>,
+    workers: usize,
+) -> ExitCode {
+    init_tracing(LogFormat::Text, "warn");
+    let result = (|| -> anyhow::Result<()> {
+        let params = cairn::eval::runner::EvalParams {
+            suite,
+            strategies: cairn::eval::runner::parse_strategies(strategies)?,
+            repeat,
+            out,
+            database_url,
+            workers,
+            progress: true,
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(cairn::eval::runner::evaluate(&params))?;
+        Ok(())
+    })();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("cairn eval: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Loads the config, starts logging and the runtime, runs `body`, maps failure to exit code 1.
 fn run<F, Fut>(file: Option<PathBuf>, body: F) -> ExitCode
 where
@@ -107,7 +168,7 @@ where
             return ExitCode::from(2);
         }
     };
-    init_tracing(config.log_format);
+    init_tracing(config.log_format, "info");
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -129,9 +190,9 @@ where
 }
 
 /// Logs go to stderr (stdout carries the lines scripts parse); `RUST_LOG` sets the filter.
-fn init_tracing(format: LogFormat) {
+fn init_tracing(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -74,6 +74,16 @@ async fn run(cx: &Cx, max_lists: u32) -> Result<RunOutcome, Halt> {
         }
         let progress = cx.journal.read(Progress::load).await;
         if progress.steps.is_empty() {
+            if let Some(answer) = progress.answer.clone() {
+                // A list with no steps but an answer: nothing to execute.
+                let end = Finish {
+                    strategy: NAME,
+                    status: TaskStatus::Succeeded,
+                    reason: "the list needed no tool call".into(),
+                    answer: Some(answer),
+                };
+                return finish(cx, end).await;
+            }
             if progress.lists >= max_lists {
                 let end = Finish {
                     strategy: NAME,
@@ -144,13 +154,20 @@ async fn write_list(cx: &Cx, progress: &Progress, tools: &[String]) -> Result<()
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
+    let answer = asked
+        .reply
+        .as_ref()
+        .ok()
+        .and_then(|r| r.value.get("answer"))
+        .filter(|a| !a.is_null())
+        .cloned();
     let error = asked.reply.as_ref().err().map(|e| e.message.clone());
     cx.journal
         .record(|state| {
             let mut record = Record::default();
             ledger::charge(state, None, asked.spend, "v1", &mut record);
             state.metrics.plans_proposed += 1;
-            if steps.is_empty() {
+            if steps.is_empty() && answer.is_none() {
                 state.metrics.plans_invalid += 1;
                 state.metrics.planner_failures += 1;
             }
@@ -159,7 +176,9 @@ async fn write_list(cx: &Cx, progress: &Progress, tools: &[String]) -> Result<()
             progress.rounds += 1;
             progress.steps = steps.clone();
             progress.next = 0;
-            if steps.is_empty() {
+            if steps.is_empty() && answer.is_some() {
+                progress.answer = answer.clone();
+            } else if steps.is_empty() {
                 progress
                     .observations
                     .push(json!({"list": list, "unusable_list": error.clone()}));

@@ -1,0 +1,13 @@
+//! Evaluation: the second seed's experiment matrix, measured through the real service path.
+//!
+//! - [`suite`]: task suites as files (goal, category, ground-truth steps, injected fault);
+//! - [`world`]: the simulated model and tools every strategy shares; its behaviour is the
+//!   explicit, seeded rule set documented there and in `docs/evaluation.md`;
+//! - [`runner`]: `cairn eval`: store, worker pool, HTTP API and world in one process, each
+//!   run submitted and followed over HTTP;
+//! - [`report`]: per-run records, aggregates, regressions and the report files.
+
+pub mod report;
+pub mod runner;
+pub mod suite;
+pub mod world;

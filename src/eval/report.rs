@@ -1,0 +1,460 @@
+//! Per-run records, aggregates, regressions, and the three report files (Markdown, JSON,
+//! SVG chart of success against cost per strategy and category).
+//!
+//! A task counts as *solved* by a strategy when more than half of its repeats were verified.
+//! A regression is a task one strategy solved and another did not; `v2_regressions` (tasks
+//! some baseline solved and v2 did not) is what the rollout gate reads.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::suite::{Suite, SuiteTask};
+use super::world::World;
+use crate::domain::task::{Strategy, Task};
+
+/// One (task, strategy, repeat) run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub task: String,
+    pub category: String,
+    pub fault: Option<String>,
+    pub strategy: String,
+    pub repeat: u32,
+    pub status: String,
+    /// The suite's acceptance check, read from the simulated world's state.
+    pub verified: bool,
+    pub tokens: u64,
+    pub tool_calls: u64,
+    pub model_calls: u32,
+    pub wall_ms: u64,
+    pub repairs: BTreeMap<String, u64>,
+    /// v2/auto: the gate's route (`direct` or `plan`).
+    pub gate: Option<String>,
+    pub fault_fired: bool,
+    /// Whether the run was verified although the injected fault fired.
+    pub recovered: Option<bool>,
+    pub repeated_side_effects: u32,
+}
+
+fn num(value: &Value) -> u64 {
+    value.as_u64().unwrap_or(0)
+}
+
+impl Record {
+    /// `found` is what the run left as artifacts, read as its answer when it gave none.
+    pub fn from_run(
+        task: &SuiteTask,
+        strategy: Strategy,
+        repeat: u32,
+        run: &Task,
+        world: &World,
+        found: &Value,
+    ) -> Record {
+        let result = run.result.clone().unwrap_or(Value::Null);
+        let answer = result
+            .get("answer")
+            .filter(|a| !a.is_null())
+            .or_else(|| result.get("extra").and_then(|e| e.get("answer")))
+            .filter(|a| !a.is_null())
+            .or(Some(found).filter(|_| run.status == crate::domain::task::TaskStatus::Succeeded));
+        let verified = world.accept(task, run.id, answer);
+        let state = world.task_world(run.id);
+        let metrics = &result["metrics"];
+        let repairs = ["retry_step", "replan_milestone", "replan_strategy"]
+            .iter()
+            .map(|level| (level.to_string(), num(&metrics[format!("repairs_{level}")])))
+            .collect();
+        let wall_ms = match (run.started_at, run.finished_at) {
+            (Some(start), Some(end)) => {
+                u64::try_from((end - start).num_milliseconds()).unwrap_or(0)
+            }
+            _ => 0,
+        };
+        let fault_fired = state.fault_hits > 0;
+        Record {
+            task: task.id.clone(),
+            category: task.category.as_str().into(),
+            fault: task.fault.as_ref().map(|f| f.kind.as_str().to_string()),
+            strategy: strategy.as_str().into(),
+            repeat,
+            status: run.status.as_str().into(),
+            verified,
+            tokens: num(&result["spend"]["tokens"]),
+            tool_calls: num(&result["spend"]["tool_calls"]),
+            model_calls: state.model_calls,
+            wall_ms,
+            repairs,
+            gate: result["gate"]["route"].as_str().map(str::to_string),
+            fault_fired,
+            recovered: fault_fired.then_some(verified),
+            repeated_side_effects: state.repeated_side_effects,
+        }
+    }
+}
+
+/// Aggregates of one strategy (over all tasks, or one category).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Aggregate {
+    pub runs: u32,
+    pub verified: u32,
+    pub success_rate: f64,
+    pub mean_tokens: f64,
+    pub mean_tool_calls: f64,
+    pub mean_model_calls: f64,
+    pub mean_wall_ms: f64,
+    pub repairs: BTreeMap<String, u64>,
+    pub faults_fired: u32,
+    pub recovered: u32,
+    pub repeated_side_effects: u32,
+    pub gate_direct: u32,
+    pub gate_plan: u32,
+}
+
+impl Aggregate {
+    fn of<'a>(records: impl Iterator<Item = &'a Record>) -> Aggregate {
+        let mut a = Aggregate::default();
+        let (mut tokens, mut tools, mut models, mut wall) = (0u64, 0u64, 0u64, 0u64);
+        for r in records {
+            a.runs += 1;
+            a.verified += u32::from(r.verified);
+            tokens += r.tokens;
+            tools += r.tool_calls;
+            models += u64::from(r.model_calls);
+            wall += r.wall_ms;
+            for (level, n) in &r.repairs {
+                *a.repairs.entry(level.clone()).or_default() += n;
+            }
+            a.faults_fired += u32::from(r.fault_fired);
+            a.recovered += u32::from(r.recovered == Some(true));
+            a.repeated_side_effects += r.repeated_side_effects;
+            match r.gate.as_deref() {
+                Some("direct") => a.gate_direct += 1,
+                Some("plan") => a.gate_plan += 1,
+                _ => {}
+            }
+        }
+        if a.runs > 0 {
+            let n = f64::from(a.runs);
+            a.success_rate = f64::from(a.verified) / n;
+            a.mean_tokens = tokens as f64 / n;
+            a.mean_tool_calls = tools as f64 / n;
+            a.mean_model_calls = models as f64 / n;
+            a.mean_wall_ms = wall as f64 / n;
+        }
+        a
+    }
+}
+
+/// A task one strategy solved and another did not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Regression {
+    pub task: String,
+    pub solved_by: String,
+    pub failed_by: String,
+}
+
+/// Everything `report.json` holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub simulated: bool,
+    pub suite: String,
+    pub seed: u64,
+    pub guess_success: f64,
+    pub repeat: u32,
+    pub strategies: Vec<String>,
+    pub aggregates: BTreeMap<String, Aggregate>,
+    /// strategy -> category -> aggregate.
+    pub by_category: BTreeMap<String, BTreeMap<String, Aggregate>>,
+    /// task -> strategy -> (verified runs, runs, mean tokens).
+    pub per_task: BTreeMap<String, BTreeMap<String, (u32, u32, f64)>>,
+    pub regressions: Vec<Regression>,
+    /// Tasks some other strategy solved and v2 did not (what blocks a rollout increase).
+    pub v2_regressions: Vec<String>,
+    pub records: Vec<Record>,
+}
+
+impl Report {
+    pub fn build(
+        suite: &Suite,
+        strategies: &[Strategy],
+        repeat: u32,
+        records: &[Record],
+    ) -> Report {
+        let names: Vec<String> = strategies.iter().map(|s| s.as_str().to_string()).collect();
+        let mut aggregates = BTreeMap::new();
+        let mut by_category: BTreeMap<String, BTreeMap<String, Aggregate>> = BTreeMap::new();
+        for name in &names {
+            let mine = || records.iter().filter(move |r| &r.strategy == name);
+            aggregates.insert(name.clone(), Aggregate::of(mine()));
+            for category in ["simple", "medium", "uncertain"] {
+                let of = Aggregate::of(mine().filter(|r| r.category == category));
+                if of.runs > 0 {
+                    by_category
+                        .entry(name.clone())
+                        .or_default()
+                        .insert(category.into(), of);
+                }
+            }
+        }
+        let mut per_task: BTreeMap<String, BTreeMap<String, (u32, u32, f64)>> = BTreeMap::new();
+        for task in &suite.tasks {
+            for name in &names {
+                let runs: Vec<&Record> = records
+                    .iter()
+                    .filter(|r| r.task == task.id && &r.strategy == name)
+                    .collect();
+                if runs.is_empty() {
+                    continue;
+                }
+                let ok = runs.iter().filter(|r| r.verified).count() as u32;
+                let mean = runs.iter().map(|r| r.tokens).sum::<u64>() as f64 / runs.len() as f64;
+                per_task
+                    .entry(task.id.clone())
+                    .or_default()
+                    .insert(name.clone(), (ok, runs.len() as u32, mean));
+            }
+        }
+        let solved = |cell: &(u32, u32, f64)| cell.0 * 2 > cell.1;
+        let mut regressions = Vec::new();
+        for task in &suite.tasks {
+            let Some(cells) = per_task.get(&task.id) else {
+                continue;
+            };
+            for (a, ca) in cells {
+                for (b, cb) in cells {
+                    if a != b && solved(ca) && !solved(cb) {
+                        regressions.push(Regression {
+                            task: task.id.clone(),
+                            solved_by: a.clone(),
+                            failed_by: b.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        let mut v2_regressions: Vec<String> = regressions
+            .iter()
+            .filter(|r| r.failed_by == "v2")
+            .map(|r| r.task.clone())
+            .collect();
+        v2_regressions.dedup();
+        Report {
+            simulated: true,
+            suite: suite.name.clone(),
+            seed: suite.world.seed,
+            guess_success: suite.world.guess_success,
+            repeat,
+            strategies: names,
+            aggregates,
+            by_category,
+            per_task,
+            regressions,
+            v2_regressions,
+            records: records.to_vec(),
+        }
+    }
+
+    /// The headline table (also what the README shows).
+    pub fn headline(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "| strategy | verified success | mean tokens | mean tool calls | mean model calls | repairs L1/L2/L3 | faults recovered | repeated side effects |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+        for name in &self.strategies {
+            let Some(a) = self.aggregates.get(name) else {
+                continue;
+            };
+            let rep = |l: &str| a.repairs.get(l).copied().unwrap_or(0);
+            let _ = writeln!(
+                out,
+                "| {name} | {}/{} ({:.0}%) | {:.0} | {:.1} | {:.1} | {}/{}/{} | {}/{} | {} |",
+                a.verified,
+                a.runs,
+                a.success_rate * 100.0,
+                a.mean_tokens,
+                a.mean_tool_calls,
+                a.mean_model_calls,
+                rep("retry_step"),
+                rep("replan_milestone"),
+                rep("replan_strategy"),
+                a.recovered,
+                a.faults_fired,
+                a.repeated_side_effects
+            );
+        }
+        out
+    }
+
+    pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "# Evaluation report: suite `{}` (simulated)\n",
+            self.suite
+        );
+        let _ = writeln!(
+            out,
+            "Every model and tool answer below is **simulated** (`cairn eval`'s world model, seed {}, \
+             guess_success {}); {} repeat(s) per task and strategy. See docs/evaluation.md.\n",
+            self.seed, self.guess_success, self.repeat
+        );
+        let _ = writeln!(out, "## Per strategy\n\n{}", self.headline());
+        let _ = writeln!(out, "## Per strategy and category (success, mean tokens)\n");
+        let _ = writeln!(
+            out,
+            "| strategy | simple | medium | uncertain |\n|---|---|---|---|"
+        );
+        for name in &self.strategies {
+            let cell = |c: &str| {
+                self.by_category
+                    .get(name)
+                    .and_then(|m| m.get(c))
+                    .map(|a| format!("{:.0}%, {:.0}", a.success_rate * 100.0, a.mean_tokens))
+                    .unwrap_or_else(|| "-".into())
+            };
+            let _ = writeln!(
+                out,
+                "| {name} | {} | {} | {} |",
+                cell("simple"),
+                cell("medium"),
+                cell("uncertain")
+            );
+        }
+        let _ = writeln!(out, "\n## Per task (verified/runs, mean tokens)\n");
+        let _ = write!(out, "| task | category | fault |");
+        for name in &self.strategies {
+            let _ = write!(out, " {name} |");
+        }
+        let _ = write!(out, "\n|---|---|---|");
+        for _ in &self.strategies {
+            let _ = write!(out, "---|");
+        }
+        let _ = writeln!(out);
+        for (task, cells) in &self.per_task {
+            let first = self.records.iter().find(|r| &r.task == task);
+            let category = first.map(|r| r.category.as_str()).unwrap_or("");
+            let fault = first.and_then(|r| r.fault.as_deref()).unwrap_or("");
+            let _ = write!(out, "| {task} | {category} | {fault} |");
+            for name in &self.strategies {
+                match cells.get(name) {
+                    Some((ok, n, tokens)) => {
+                        let _ = write!(out, " {ok}/{n}, {tokens:.0} |");
+                    }
+                    None => {
+                        let _ = write!(out, " - |");
+                    }
+                }
+            }
+            let _ = writeln!(out);
+        }
+        let _ = writeln!(
+            out,
+            "\n## Regressions (solved by one strategy, not by another)\n"
+        );
+        if self.regressions.is_empty() {
+            let _ = writeln!(out, "None.");
+        }
+        let mut grouped: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
+        for r in &self.regressions {
+            grouped
+                .entry((r.solved_by.as_str(), r.failed_by.as_str()))
+                .or_default()
+                .push(r.task.as_str());
+        }
+        for ((solved, failed), tasks) in grouped {
+            let _ = writeln!(
+                out,
+                "- solved by {solved}, not by {failed}: {}",
+                tasks.join(", ")
+            );
+        }
+        out
+    }
+
+    /// Success rate against mean tokens, one point per (strategy, category).
+    pub fn svg(&self) -> String {
+        const W: f64 = 640.0;
+        const H: f64 = 400.0;
+        const M: f64 = 60.0;
+        let colors = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e"];
+        let max_tokens = self
+            .by_category
+            .values()
+            .flat_map(|m| m.values())
+            .map(|a| a.mean_tokens)
+            .fold(1.0_f64, f64::max);
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="11">"#
+        );
+        let _ = writeln!(
+            out,
+            r#"<text x="{M}" y="20" font-size="13">Success vs cost per strategy and category (simulated, suite {})</text>"#,
+            self.suite
+        );
+        let _ = writeln!(
+            out,
+            r#"<line x1="{M}" y1="{}" x2="{}" y2="{}" stroke="black"/>"#,
+            H - M,
+            W - 20.0,
+            H - M
+        );
+        let _ = writeln!(
+            out,
+            r#"<line x1="{M}" y1="30" x2="{M}" y2="{}" stroke="black"/>"#,
+            H - M
+        );
+        let _ = writeln!(
+            out,
+            r#"<text x="{}" y="{}">mean tokens per run (max {max_tokens:.0})</text>"#,
+            W / 2.0 - 60.0,
+            H - 25.0
+        );
+        let _ = writeln!(
+            out,
+            r#"<text x="10" y="{}" transform="rotate(-90 10 {})">verified success</text>"#,
+            H / 2.0,
+            H / 2.0
+        );
+        for (tick, label) in [(0.0, "0%"), (0.5, "50%"), (1.0, "100%")] {
+            let y = H - M - tick * (H - M - 40.0);
+            let _ = writeln!(out, r#"<text x="25" y="{y:.1}">{label}</text>"#);
+        }
+        let marks = [("simple", "S"), ("medium", "M"), ("uncertain", "U")];
+        for (index, name) in self.strategies.iter().enumerate() {
+            let color = colors[index % colors.len()];
+            let _ = writeln!(
+                out,
+                r#"<text x="{}" y="{}" fill="{color}">■ {name}</text>"#,
+                W - 120.0,
+                40.0 + 15.0 * index as f64
+            );
+            for (category, mark) in marks {
+                let Some(a) = self.by_category.get(name).and_then(|m| m.get(category)) else {
+                    continue;
+                };
+                let x = M + a.mean_tokens / max_tokens * (W - M - 140.0);
+                let y = H - M - a.success_rate * (H - M - 40.0);
+                let _ = writeln!(
+                    out,
+                    r#"<circle cx="{x:.1}" cy="{y:.1}" r="9" fill="{color}" fill-opacity="0.7"/><text x="{:.1}" y="{:.1}" fill="white" font-weight="bold">{mark}</text>"#,
+                    x - 4.0,
+                    y + 4.0
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            r#"<text x="{M}" y="{}">S = simple, M = medium, U = uncertain</text>"#,
+            H - 8.0
+        );
+        out.push_str("</svg>\n");
+        out
+    }
+}

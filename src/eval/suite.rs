@@ -1,0 +1,291 @@
+//! Task suites as files: `DIR/suite.toml` holds the simulated world's settings and the tasks.
+//!
+//! A task is a goal plus the ground truth of the simulated environment it runs in: the tool
+//! calls that achieve it (`steps`, in order), the facts each call reveals, the injected fault,
+//! and what the acceptance check demands. The format is documented in `docs/evaluation.md`.
+//! Everything is checked at load, so a typo fails `cairn eval` before any task runs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// A loaded suite.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Suite {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub world: WorldSettings,
+    pub tasks: Vec<SuiteTask>,
+}
+
+/// The simulator behaviour that decides results: explicit, seeded, the same for every
+/// strategy (see `docs/evaluation.md`, "The simulated world").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorldSettings {
+    /// Seed of every pseudo-random draw.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Probability that an argument written before the fact it needs is known is right anyway.
+    #[serde(default = "default_guess")]
+    pub guess_success: f64,
+    /// Token cost model of the simulated model: a fixed part per call ...
+    #[serde(default = "default_call_tokens")]
+    pub tokens_per_call: u64,
+    /// ... plus one token per this many characters of input and of output.
+    #[serde(default = "default_chars")]
+    pub chars_per_token: u64,
+}
+
+fn default_seed() -> u64 {
+    7
+}
+fn default_guess() -> f64 {
+    0.5
+}
+fn default_call_tokens() -> u64 {
+    300
+}
+fn default_chars() -> u64 {
+    4
+}
+
+impl Default for WorldSettings {
+    fn default() -> Self {
+        Self {
+            seed: default_seed(),
+            guess_success: default_guess(),
+            tokens_per_call: default_call_tokens(),
+            chars_per_token: default_chars(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    Simple,
+    Medium,
+    Uncertain,
+}
+
+impl Category {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::Simple => "simple",
+            Category::Medium => "medium",
+            Category::Uncertain => "uncertain",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SuiteTask {
+    pub id: String,
+    pub category: Category,
+    pub goal: String,
+    /// What the final answer must contain, with `{fact}` references; required for tasks
+    /// without steps (those are answered from knowledge).
+    #[serde(default)]
+    pub answer: Option<String>,
+    #[serde(default)]
+    pub steps: Vec<TaskStep>,
+    #[serde(default)]
+    pub fault: Option<FaultSpec>,
+    /// Targets the goal names (a gate feature).
+    #[serde(default = "one")]
+    pub targets: u32,
+    #[serde(default = "default_budget")]
+    pub budget_tokens: u64,
+}
+
+fn one() -> u32 {
+    1
+}
+fn default_budget() -> u64 {
+    120_000
+}
+
+/// One tool call of the ground truth. `args` values may contain `{fact}` references to facts
+/// revealed by earlier steps; `phase` groups steps into the milestones a good plan would have.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskStep {
+    pub id: String,
+    pub tool: String,
+    #[serde(default)]
+    pub args: BTreeMap<String, String>,
+    #[serde(default)]
+    pub reveals: BTreeMap<String, String>,
+    #[serde(default)]
+    pub writes: bool,
+    #[serde(default)]
+    pub phase: Option<String>,
+}
+
+impl TaskStep {
+    pub fn phase(&self) -> &str {
+        self.phase.as_deref().unwrap_or(&self.id)
+    }
+}
+
+/// The second seed's injected failures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    MissingFile,
+    ToolTimeout,
+    UnexpectedResponse,
+    InvalidIntermediate,
+    ResourceDisappears,
+    IncompleteEvidence,
+}
+
+impl FaultKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultKind::MissingFile => "missing_file",
+            FaultKind::ToolTimeout => "tool_timeout",
+            FaultKind::UnexpectedResponse => "unexpected_response",
+            FaultKind::InvalidIntermediate => "invalid_intermediate",
+            FaultKind::ResourceDisappears => "resource_disappears",
+            FaultKind::IncompleteEvidence => "incomplete_evidence",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSpec {
+    pub kind: FaultKind,
+    /// The step it hits.
+    pub step: String,
+    /// `resource_disappears`: the fact that goes stale (revealed by an earlier step).
+    #[serde(default)]
+    pub fact: Option<String>,
+    /// `tool_timeout`: how many calls time out before one answers (default 1).
+    #[serde(default)]
+    pub times: Option<u32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SuiteError {
+    #[error("cannot read suite {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("suite {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("suite task {task}: {message}")]
+    Invalid { task: String, message: String },
+}
+
+impl Suite {
+    /// Loads `DIR/suite.toml` (or a `.toml` file given directly) and checks it.
+    pub fn load(path: &Path) -> Result<Suite, SuiteError> {
+        let file = if path.is_dir() {
+            path.join("suite.toml")
+        } else {
+            path.to_path_buf()
+        };
+        let shown = file.display().to_string();
+        let text = std::fs::read_to_string(&file).map_err(|source| SuiteError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        let suite: Suite = toml::from_str(&text).map_err(|error| SuiteError::Parse {
+            path: shown,
+            message: error.to_string(),
+        })?;
+        suite.check()?;
+        Ok(suite)
+    }
+
+    /// Unique ids, facts revealed before use, faults on known steps, answers where needed.
+    pub fn check(&self) -> Result<(), SuiteError> {
+        let mut ids = BTreeSet::new();
+        if !(0.0..=1.0).contains(&self.world.guess_success) {
+            return Err(invalid("world", "guess_success must be within 0..=1"));
+        }
+        for task in &self.tasks {
+            if !ids.insert(task.id.as_str()) {
+                return Err(invalid(&task.id, "duplicate task id"));
+            }
+            if task.steps.is_empty() && task.answer.is_none() {
+                return Err(invalid(&task.id, "a task without steps needs an answer"));
+            }
+            let mut known: BTreeSet<&str> = BTreeSet::new();
+            let mut steps = BTreeSet::new();
+            for step in &task.steps {
+                if !steps.insert(step.id.as_str()) {
+                    return Err(invalid(&task.id, &format!("duplicate step {}", step.id)));
+                }
+                for value in step.args.values() {
+                    for fact in fact_refs(value) {
+                        if !known.contains(fact.as_str()) {
+                            return Err(invalid(
+                                &task.id,
+                                &format!(
+                                    "step {} uses {{{fact}}} before a step reveals it",
+                                    step.id
+                                ),
+                            ));
+                        }
+                    }
+                }
+                known.extend(step.reveals.keys().map(String::as_str));
+            }
+            if let Some(fault) = &task.fault {
+                if !steps.contains(fault.step.as_str()) {
+                    return Err(invalid(
+                        &task.id,
+                        &format!("fault on unknown step {}", fault.step),
+                    ));
+                }
+                if fault.kind == FaultKind::ResourceDisappears
+                    && !fault.fact.as_deref().is_some_and(|f| known.contains(f))
+                {
+                    return Err(invalid(
+                        &task.id,
+                        "resource_disappears needs a revealed `fact`",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn task(&self, id: &str) -> Option<&SuiteTask> {
+        self.tasks.iter().find(|t| t.id == id)
+    }
+}
+
+fn invalid(task: &str, message: &str) -> SuiteError {
+    SuiteError::Invalid {
+        task: task.to_string(),
+        message: message.to_string(),
+    }
+}
+
+/// The `{fact}` names referenced in a template.
+pub fn fact_refs(template: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = template;
+    while let Some(start) = rest.find('{') {
+        let after = &rest[start + 1..];
+        match after.find('}') {
+            Some(end) => {
+                out.push(after[..end].to_string());
+                rest = &after[end + 1..];
+            }
+            None => break,
+        }
+    }
+    out
+}
