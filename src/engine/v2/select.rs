@@ -18,9 +18,9 @@ use crate::config::Config;
 use crate::domain::task::Strategy;
 use crate::engine::minimal::{META_STEPS, MinimalEngine};
 use crate::engine::{Engine, EngineError, RunContext, RunOutcome};
-use crate::llm::{Endpoints, LlmClient, RetryPolicy};
+use crate::sim::wiring::Clients;
 use crate::store::Store;
-use crate::tools::{StoreReceipts, ToolClient, ToolRegistry};
+use crate::tools::{StoreReceipts, ToolClient};
 
 /// Dispatches each task to the engine for its strategy.
 pub struct ByStrategy {
@@ -49,49 +49,31 @@ impl Engine for ByStrategy {
 /// The two ports an engine talks through.
 pub type Ports = (Arc<dyn ModelPort>, Arc<dyn ToolPort>);
 
-/// The model port and tool port `cairn serve` uses, from configuration; `None` when no model
-/// endpoint is configured.
+/// The model port and tool port `cairn serve` uses, from configuration: the configured model
+/// endpoints and tools file, or the in-process simulator where either is missing (see
+/// [`crate::sim::wiring`]). Side-effecting tool calls keep their receipts in `store`.
 pub fn ports(
     config: &Config,
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
-) -> Result<Option<Ports>, String> {
-    let Some(endpoints) = Endpoints::from_config(&config.llm)? else {
-        return Ok(None);
-    };
-    let client = LlmClient::new(endpoints, RetryPolicy::default()).map_err(|e| e.to_string())?;
-    let registry = match &config.tools_file {
-        Some(path) => ToolRegistry::load(path).map_err(|e| e.to_string())?,
-        None => ToolRegistry::from_specs(Vec::new(), "none").map_err(|e| e.to_string())?,
-    };
-    let tools = ToolClient::new(
-        Arc::new(registry),
-        Some(Arc::new(StoreReceipts(store))),
-        clock,
-    );
-    Ok(Some((
-        Arc::new(LlmModels::new(client)),
+) -> Result<Ports, String> {
+    let clients = Clients::from_config(config).map_err(|e| e.to_string())?;
+    let tools = ToolClient::new(clients.tools, Some(Arc::new(StoreReceipts(store))), clock);
+    Ok((
+        Arc::new(LlmModels::new(clients.llm)),
         Arc::new(ClientTools::new(tools)),
-    )))
+    ))
 }
 
 /// The engine `cairn serve` runs: v2 for `auto`/`v2`/`direct`, the minimal engine otherwise.
-/// Without any model endpoint every task falls back to the minimal engine, with a warning, so a
-/// bare `cairn serve` still starts; a broken model or tools configuration is an error.
 pub fn from_config(
     config: &Config,
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
 ) -> Result<Arc<dyn Engine>, String> {
-    let fallback: Arc<dyn Engine> = Arc::new(MinimalEngine::default());
-    Ok(match ports(config, store, clock)? {
-        Some((models, tools)) => Arc::new(ByStrategy {
-            v2: Arc::new(V2Engine::new(models, tools, V2Config::default())),
-            fallback,
-        }),
-        None => {
-            tracing::warn!("no model endpoint configured; tasks run on the minimal engine");
-            fallback
-        }
-    })
+    let (models, tools) = ports(config, store, clock)?;
+    Ok(Arc::new(ByStrategy {
+        v2: Arc::new(V2Engine::new(models, tools, V2Config::default())),
+        fallback: Arc::new(MinimalEngine::default()),
+    }))
 }

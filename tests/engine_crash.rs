@@ -1,0 +1,143 @@
+//! A crash in the middle of m4 of the worked example: SIGKILL a child `cairn serve`, start
+//! another, and the task finishes from its checkpoint. m4's check is re-run first (the world
+//! may have changed), no side-effecting tool call is repeated (the simulator counts distinct
+//! idempotency keys), and no event is lost (seqs dense, each step recorded once).
+
+mod common;
+mod serve_process;
+
+use std::path::Path;
+
+use cairn::domain::event::Event;
+use cairn::domain::task::TaskStatus;
+use cairn::sim::{Scenario, SimServer};
+use cairn::store::Store;
+use cairn::store::postgres::PgStore;
+use serde_json::{Value, json};
+use serve_process::{Db, FAST_LEASES, Serve, wait_events};
+
+fn data(event: &Event, key: &str) -> Value {
+    event.data.get(key).cloned().unwrap_or(Value::Null)
+}
+
+fn is_step(event: &Event, milestone: &str, generation: u64, step: &str) -> bool {
+    event.kind == "step.finished"
+        && data(event, "milestone") == milestone
+        && data(event, "generation") == generation
+        && data(event, "step") == step
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_mid_m4_resumes_without_repeating_side_effects() {
+    let pg = common::TestPg::create().await;
+    let store = PgStore::connect(&pg.url, 4).await.expect("connect");
+    store.migrate().await.expect("migrate");
+
+    // The worked example, with slow file edits so the kill lands between m4's two L2 steps.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/worked_example.json");
+    let mut scenario = Scenario::load(&path).expect("scenario");
+    for tool in scenario.tools.iter_mut().filter(|t| t.name == "edit_file") {
+        tool.latency_ms = Some(400);
+    }
+    let sim = SimServer::start(scenario, "127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("simulator");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tools_file = dir.path().join("tools.json");
+    let specs: Vec<_> = sim.registry().specs().cloned().collect();
+    std::fs::write(&tools_file, json!({ "tools": specs }).to_string()).expect("tools file");
+    let tools_file = tools_file.display().to_string();
+    let mut env: Vec<(&str, &str)> = FAST_LEASES.to_vec();
+    env.extend([
+        ("CAIRN_LLM_DEFAULT_BASE_URL", sim.base_url()),
+        ("CAIRN_LLM_DEFAULT_MODEL", "cairn-sim"),
+        ("CAIRN_TOOLS_FILE", tools_file.as_str()),
+    ]);
+
+    let first = Serve::start(Db::Postgres(&pg.url), &env).await;
+    let response = reqwest::Client::new()
+        .post(format!("http://{}/v1/tasks", first.addr))
+        .json(
+            &json!({"goal": "Rename config key db.url to db.dsn in services A, B, C",
+                      "budget": {"tokens": 200_000, "tool_calls": 100, "wall_ms": 600_000}}),
+        )
+        .send()
+        .await
+        .expect("POST /v1/tasks");
+    assert_eq!(response.status().as_u16(), 202);
+    let task: Value = response.json().await.expect("task");
+    let id: uuid::Uuid = task["id"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .expect("id");
+
+    // m4's L2 step list is generation 2; its first step done means the second is in flight.
+    let before = wait_events(&store, id, "m4's first re-planned step", |events| {
+        events.iter().any(|e| is_step(e, "m4", 2, "m4.s1"))
+    })
+    .await;
+    first.kill().await;
+    assert!(
+        !before.iter().any(|e| is_step(e, "m4", 2, "m4.s2")),
+        "the kill must land before m4's last step is recorded"
+    );
+
+    let second = Serve::start(Db::Postgres(&pg.url), &env).await;
+    let events = wait_events(&store, id, "the task to finish", |events| {
+        events
+            .iter()
+            .any(|e| cairn::domain::event::kinds::is_terminal(&e.kind))
+    })
+    .await;
+    let task = store
+        .get_task("default", id)
+        .await
+        .expect("get")
+        .expect("task");
+    assert_eq!(
+        task.status,
+        TaskStatus::Succeeded,
+        "{:#}",
+        task.result.unwrap_or_default()
+    );
+    assert_eq!(task.attempts, 2, "resumed by a second claim");
+
+    // No event lost or duplicated: dense seqs, and every committed event of the first
+    // process is still there, unchanged.
+    let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>());
+    assert_eq!(&events[..before.len()], &before[..]);
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| is_step(e, "m4", 2, "m4.s1"))
+            .count(),
+        1
+    );
+
+    // After the restart m4's check ran first, before any other m4 work.
+    let resumed_at = events
+        .iter()
+        .position(|e| e.kind == "task.claimed" && e.seq > before.last().map_or(0, |l| l.seq))
+        .expect("second claim");
+    let next_m4 = events[resumed_at..]
+        .iter()
+        .find(|e| data(e, "milestone") == "m4" && !e.kind.starts_with("ledger."))
+        .expect("m4 work after the restart");
+    assert_eq!(next_m4.kind, "monitor.decided");
+    assert_eq!(data(next_m4, "cause"), "resume");
+
+    // Side effects never repeated: each edit_file identity reached the simulator once at most
+    // (m2, m3, m4's first patch, and m4's two re-planned patches).
+    let stats = sim.stats();
+    assert_eq!(
+        stats.tools["edit_file"].distinct_keys, 5,
+        "{:?}",
+        stats.tools["edit_file"]
+    );
+    assert_eq!(stats.tools["search"].calls, 1, "m1 was not redone");
+
+    second.kill().await;
+    drop(store);
+    pg.drop_database().await;
+}
