@@ -69,7 +69,7 @@ pub struct V2Config {
     pub direct_min_success: f64,
     /// Direct success rate assumed while a goal kind has too little history.
     pub direct_success_prior: f64,
-    pub direct_min_history: usize,
+    pub direct_min_history: u64,
     /// Model rounds of the direct act loop.
     pub direct_max_rounds: u32,
 }
