@@ -1,6 +1,6 @@
 //! The v2 engine against scripted ports on a real (SQLite file) store: the worked example's
 //! exact ledger figures, each repair level, fingerprint escalation, budget exhaustion, invalid
-//! plans re-asked, executor drift, and the gate's two routes.
+//! plans re-asked, executor drift, a stale plan when a tool is gone, and the gate's two routes.
 
 mod common;
 mod engine_fakes;
@@ -609,5 +609,76 @@ async fn every_repair_level_is_reached_and_a_repeated_fingerprint_escalates() {
         tools.calls("edit_file").len(),
         5,
         "the repeated proposal never ran"
+    );
+}
+
+#[tokio::test]
+async fn a_tool_that_is_gone_marks_the_plan_stale_and_replans_the_strategy() {
+    let (_file, store) = store().await;
+    let model = Arc::new(FakeModel::default());
+    let tools = Arc::new(FakeTools::default());
+    tools.gone.lock().unwrap().insert("search".into());
+    model.reply("strategic", "", 1, one_milestone_plan(), 500);
+    let mut with_grep = one_milestone_plan();
+    with_grep["milestones"][0]["tools"] = json!(["grep"]);
+    model.reply("strategic", "", 2, with_grep, 500);
+    let query = json!({"query": "db.url"});
+    model.reply(
+        "tactical",
+        "m1",
+        1,
+        steps(vec![json!({"id": "s1", "tool": "search", "args": query})]),
+        1_000,
+    );
+    model.reply(
+        "tactical",
+        "m1",
+        2,
+        steps(vec![json!({"id": "s1", "tool": "grep", "args": query})]),
+        1_000,
+    );
+    model.reply(
+        "verifier",
+        "",
+        0,
+        json!({"verdict": "pass", "reason": "ok"}),
+        100,
+    );
+    let task = run_task(
+        store.clone(),
+        &engine(&model, &tools),
+        "find usages",
+        Strategy::V2,
+        budget(50_000),
+    )
+    .await;
+    assert_eq!(
+        task.status,
+        TaskStatus::Succeeded,
+        "{:#}",
+        task.result.clone().unwrap_or_default()
+    );
+    let events = event_kinds(&store, &task).await;
+    let stale = events
+        .iter()
+        .find(|(_, k, _)| k == "plan.stale")
+        .expect("plan marked stale");
+    assert_eq!(stale.2["tool"], "search");
+    let levels: Vec<&str> = events
+        .iter()
+        .filter(|(_, k, _)| k == "repair.started")
+        .map(|(_, _, d)| d["level"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        levels,
+        ["replan_strategy"],
+        "no step retry or milestone replan for a gone tool"
+    );
+    let versions = store.list_plan_versions(task.id).await.expect("versions");
+    let reasons: Vec<&str> = versions.iter().map(|v| v.reason.as_str()).collect();
+    assert_eq!(reasons, ["initial", "replan_strategy"]);
+    assert_eq!(
+        (tools.calls("search").len(), tools.calls("grep").len()),
+        (1, 1)
     );
 }

@@ -107,6 +107,8 @@ pub struct FakeTools {
     edited: Mutex<BTreeSet<String>>,
     /// Tools that always answer with an error.
     pub broken: Mutex<BTreeSet<String>>,
+    /// Tools that can no longer be reached at all (a permanent failure).
+    pub gone: Mutex<BTreeSet<String>>,
 }
 
 impl FakeTools {
@@ -141,6 +143,13 @@ impl ToolPort for FakeTools {
                 side_effects: false,
             },
             ToolSpec {
+                name: "grep".into(),
+                description: "grep the repository".into(),
+                schema: json!({"type": "object", "required": ["query"],
+                               "properties": {"query": {"type": "string"}}}),
+                side_effects: false,
+            },
+            ToolSpec {
                 name: "edit_file".into(),
                 description: "replace text in a file".into(),
                 schema: json!({"type": "object", "required": ["path"],
@@ -169,6 +178,12 @@ impl ToolPort for FakeTools {
             args: call.args.clone(),
         });
         tokio::time::sleep(Duration::from_millis(10)).await;
+        if self.gone.lock().unwrap().contains(&call.tool) {
+            return Err(PortError::new(
+                FailureKind::Permanent,
+                format!("{}: HTTP 404", call.tool),
+            ));
+        }
         if self.broken.lock().unwrap().contains(&call.tool) {
             return Ok(ToolReply {
                 error: Some(format!("{} is broken", call.tool)),
@@ -176,7 +191,7 @@ impl ToolPort for FakeTools {
             });
         }
         match call.tool.as_str() {
-            "search" => Ok(ToolReply {
+            "search" | "grep" => Ok(ToolReply {
                 output: json!({"files": ["a/config.py", "b/config.py", "c/config.py"]}),
                 artifacts: BTreeMap::from([(
                     "usage_list".to_string(),

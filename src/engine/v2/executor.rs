@@ -20,6 +20,7 @@ use crate::store::NewArtifact;
 
 pub const STEP_FINISHED: &str = "step.finished";
 pub const EXECUTOR_DRIFT: &str = "executor.drift";
+pub const PLAN_STALE: &str = "plan.stale";
 
 /// What happened to one step.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,6 +31,11 @@ pub enum StepOutcome {
     Failed {
         failure: Failure,
         fraction: f64,
+    },
+    /// The tool is gone (a permanent failure reaching it): the plan is stale, and retrying
+    /// or re-planning within the milestone cannot help.
+    Stale {
+        failure: Failure,
     },
     /// The charge could not be covered even from the reserve.
     Exhausted {
@@ -100,22 +106,25 @@ pub async fn run_next_step(cx: &Cx, milestone_id: &str) -> Result<StepOutcome, H
             args: step.args.clone(),
         })
         .await;
-    let (ok, error, output, artifacts, transient) = match called.reply {
+    // A tool that answers with its own error is an observation; one that cannot be reached
+    // is unavailable (transient) or gone (permanent: the plan relying on it is stale).
+    let (ok, error, output, artifacts, unreachable) = match called.reply {
         Ok(reply) => (
             reply.error.is_none(),
             reply.error,
             reply.output,
             reply.artifacts,
-            false,
+            None,
         ),
         Err(error) => (
             false,
             Some(error.message),
             Value::Null,
             Default::default(),
-            error.kind == FailureKind::Transient,
+            Some(error.kind),
         ),
     };
+    let stale = unreachable == Some(FailureKind::Permanent);
     let (_, outcome) = cx
         .journal
         .record(|state| {
@@ -164,21 +173,30 @@ pub async fn run_next_step(cx: &Cx, milestone_id: &str) -> Result<StepOutcome, H
                 run.next_step += 1;
                 StepOutcome::Done { fraction }
             } else {
-                StepOutcome::Failed {
-                    failure: Failure {
-                        reason: if transient {
-                            "tool_unavailable".into()
-                        } else {
-                            "unexpected_observation".into()
-                        },
-                        detail: error.clone().unwrap_or_default(),
-                        step: Some(step.id.clone()),
-                        executor: true,
-                        seq: None,
+                let failure = Failure {
+                    reason: if unreachable.is_some() {
+                        "tool_unavailable".into()
+                    } else {
+                        "unexpected_observation".into()
                     },
-                    fraction,
+                    detail: error.clone().unwrap_or_default(),
+                    step: Some(step.id.clone()),
+                    executor: true,
+                    seq: None,
+                };
+                if stale {
+                    StepOutcome::Stale { failure }
+                } else {
+                    StepOutcome::Failed { failure, fraction }
                 }
             };
+            if stale {
+                record.push(
+                    PLAN_STALE,
+                    json!({"milestone": milestone_id, "step": step.id, "tool": step.tool,
+                           "reason": "tool_unavailable", "detail": error}),
+                );
+            }
             record.push(
                 STEP_FINISHED,
                 json!({

@@ -157,6 +157,14 @@ pub async fn run(cx: &Cx, milestone_id: &str, resumed: bool) -> Result<Milestone
             .await;
         let (failure, pressure) = match outcome {
             StepOutcome::Exhausted { unit } => return Ok(MilestoneEnd::Exhausted { unit }),
+            StepOutcome::Stale { failure } => {
+                // Only a new strategy can route around a tool that is gone.
+                let floor = Some(Level::ReplanMilestone);
+                if let Some(end) = escalate(cx, milestone_id, failure, floor).await? {
+                    return Ok(end);
+                }
+                continue;
+            }
             StepOutcome::Failed { failure, fraction } => {
                 (failure, fraction >= cx.config.pressure_frac)
             }
