@@ -23,7 +23,9 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::{ApiError, Problem};
 use crate::http::health::OpenApiDocument;
-use crate::http::{events, extract, health, ledger, plan_diff, plans, stats, tasks, tools};
+use crate::http::{
+    events, extract, health, ledger, plan_diff, plans, rollout, stats, tasks, tools,
+};
 use crate::store::Store;
 use crate::tools::ToolRegistry;
 
@@ -35,6 +37,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// The tool registry shown by `GET /v1/tools` (empty until [`AppState::with_tools`]).
     pub tools: Arc<ToolRegistry>,
+    /// The v2 rollout setting, shared with the engine dispatcher ([`AppState::with_rollout`]).
+    pub rollout: Arc<crate::rollout::Rollout>,
 }
 
 impl AppState {
@@ -44,7 +48,13 @@ impl AppState {
             clock,
             config: Arc::new(config),
             tools: Arc::new(ToolRegistry::default()),
+            rollout: Arc::new(crate::rollout::Rollout::default()),
         }
+    }
+
+    pub fn with_rollout(mut self, rollout: Arc<crate::rollout::Rollout>) -> Self {
+        self.rollout = rollout;
+        self
     }
 
     pub fn with_tools(mut self, tools: Arc<ToolRegistry>) -> Self {
@@ -79,6 +89,7 @@ struct ApiDoc;
 /// Every route, with its OpenAPI description, before state is attached.
 fn api_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(rollout::get_rollout, rollout::set_rollout))
         .routes(routes!(tasks::create_task, tasks::list_tasks))
         .routes(routes!(tasks::get_task))
         .routes(routes!(tasks::cancel_task))

@@ -111,6 +111,10 @@ pub struct Config {
     pub log_format: LogFormat,
     /// Tool registry file (TOML); none means no tools beyond the simulator's.
     pub tools_file: Option<PathBuf>,
+    /// Share of `auto` tasks that run on v2 (the rest on v1), 0..=100; see [`crate::rollout`].
+    pub rollout_percent: u8,
+    /// The `cairn eval` report.json a rollout increase is checked against.
+    pub eval_report: Option<PathBuf>,
     /// Model endpoints by purpose: `gate`, `strategic`, `tactical`, `verifier`. Missing purposes
     /// use `default`; with no endpoint at all, cairn runs against its built-in simulator.
     pub llm: BTreeMap<String, LlmEndpoint>,
@@ -134,6 +138,8 @@ impl Default for Config {
             db_max_connections: 16,
             log_format: LogFormat::Text,
             tools_file: None,
+            rollout_percent: 100,
+            eval_report: None,
             llm: BTreeMap::new(),
         }
     }
@@ -156,6 +162,8 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_DB_MAX_CONNECTIONS", "db_max_connections"),
     ("CAIRN_LOG_FORMAT", "log_format"),
     ("CAIRN_TOOLS_FILE", "tools_file"),
+    ("CAIRN_ROLLOUT_PERCENT", "rollout_percent"),
+    ("CAIRN_EVAL_REPORT", "eval_report"),
 ];
 
 impl Config {
@@ -283,6 +291,10 @@ impl Config {
                 }
             }
             "CAIRN_TOOLS_FILE" => self.tools_file = Some(PathBuf::from(value)),
+            "CAIRN_ROLLOUT_PERCENT" => {
+                self.rollout_percent = parse(name, value, "a percentage 0..=100")?
+            }
+            "CAIRN_EVAL_REPORT" => self.eval_report = Some(PathBuf::from(value)),
             _ => {}
         }
         Ok(())
@@ -294,6 +306,12 @@ impl Config {
             name: name.to_string(),
             message,
         };
+        if self.rollout_percent > 100 {
+            return Err(invalid(
+                "rollout_percent (CAIRN_ROLLOUT_PERCENT)",
+                format!("must be 0..=100, got {}", self.rollout_percent),
+            ));
+        }
         if self.workers == 0 || self.workers > 1024 {
             return Err(invalid(
                 "workers (CAIRN_WORKERS)",

@@ -27,6 +27,7 @@ pub mod error;
 pub mod eval;
 pub mod http;
 pub mod llm;
+pub mod rollout;
 pub mod server;
 pub mod sim;
 pub mod store;

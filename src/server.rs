@@ -62,11 +62,32 @@ pub async fn serve(
     config: Config,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
-    let planning = |config: &Config, store: Arc<dyn Store>| {
-        crate::engine::v2::select::from_config(config, store, Arc::new(SystemClock))
-            .map_err(ServeError::Engine)
+    let rollout = Arc::new(crate::rollout::Rollout::new(
+        config.rollout_percent,
+        config.eval_report.clone(),
+    ));
+    let shared = rollout.clone();
+    let planning = move |config: &Config, store: Arc<dyn Store>| {
+        use crate::engine::v2::{V2Config, V2Engine, select};
+        // One set of ports (one simulator when none is configured) for v2 and the baselines
+        // (one_shot, reactive, v1; v1 is also the rollout's other arm for `auto` tasks).
+        let (models, tools) =
+            select::ports(config, store, Arc::new(SystemClock)).map_err(ServeError::Engine)?;
+        let inner: Arc<dyn Engine> = Arc::new(select::ByStrategy {
+            v2: Arc::new(V2Engine::new(
+                models.clone(),
+                tools.clone(),
+                V2Config::default(),
+            )),
+            fallback: Arc::new(crate::engine::minimal::MinimalEngine::default()),
+        });
+        Ok(crate::engine::strategies::with_baselines(
+            inner,
+            Some((models, tools)),
+            shared,
+        ))
     };
-    serve_with(config, planning, shutdown).await
+    serve_with(config, planning, shutdown, rollout).await
 }
 
 /// [`serve`] with the engine built by `make_engine` once the store is open (an engine may read
@@ -75,6 +96,7 @@ pub async fn serve_with(
     config: Config,
     make_engine: impl FnOnce(&Config, Arc<dyn Store>) -> Result<Arc<dyn Engine>, ServeError>,
     shutdown: impl Future<Output = ()> + Send,
+    rollout: Arc<crate::rollout::Rollout>,
 ) -> Result<(), ServeError> {
     let store = open_migrated(&config).await?;
     let engine = make_engine(&config, store.clone())?;
@@ -103,7 +125,7 @@ pub async fn serve_with(
         clock.clone(),
         worker_id.clone(),
     ));
-    let http = Http::start(listener, store.clone(), clock, config.clone());
+    let http = Http::start(listener, store.clone(), clock, config.clone(), rollout);
     println!("{LISTENING_PREFIX}{addr}");
     tracing::info!(%addr, %worker_id, backend = ?store.backend(), "cairn serving");
 
@@ -129,9 +151,10 @@ impl Http {
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         config: Config,
+        rollout: Arc<crate::rollout::Rollout>,
     ) -> Http {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let state = crate::app::AppState::new(store, clock, config);
+        let state = crate::app::AppState::new(store, clock, config).with_rollout(rollout);
         let handle = tokio::spawn(crate::app::serve(listener, state, async move {
             let _ = stopped.await;
         }));

@@ -22,6 +22,7 @@ pub mod idempotency;
 pub mod ledger;
 pub mod plan_diff;
 pub mod plans;
+pub mod rollout;
 pub mod stats;
 pub mod tasks;
 pub mod tools;

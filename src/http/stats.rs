@@ -46,6 +46,8 @@ pub struct Stats {
     pub executor_failures: u64,
     /// Repairs by level.
     pub repairs: BTreeMap<String, u64>,
+    /// The v2 rollout: the share of `auto` tasks on v2 and this process's routing counts.
+    pub rollout: Option<crate::rollout::RolloutSplit>,
 }
 
 /// One routed task, for the gate's audit lists.
@@ -206,7 +208,9 @@ pub fn gate_stats(tasks: &[Task]) -> GateStats {
     responses((status = 200, description = "Planner telemetry over the most recent finished tasks.", body = Stats))
 )]
 pub async fn get_stats(State(state): State<AppState>) -> Result<Json<Stats>, ApiError> {
-    Ok(Json(planner_stats(&recent_v2_tasks(&state).await?)))
+    let mut stats = planner_stats(&recent_v2_tasks(&state).await?);
+    stats.rollout = Some(state.rollout.split());
+    Ok(Json(stats))
 }
 
 /// The gate's decisions and their outcomes.

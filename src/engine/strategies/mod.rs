@@ -278,3 +278,63 @@ pub async fn exhausted(cx: &Cx, strategy: &'static str) -> Result<Option<RunOutc
         None => Ok(None),
     }
 }
+
+/// The engine `cairn serve` runs: `one_shot`, `reactive` and `v1` tasks on the baselines,
+/// `auto` tasks on v1 or `inner` (v2) as the [`Rollout`](crate::rollout::Rollout) routes
+/// them, everything else on `inner`. Without model endpoints (`ports` is `None`) everything
+/// stays on `inner`. Tasks tuned for the minimal engine (`engine_steps`) are left to `inner`.
+pub fn with_baselines(
+    inner: Arc<dyn super::Engine>,
+    ports: Option<(Arc<dyn ModelPort>, Arc<dyn ToolPort>)>,
+    rollout: Arc<crate::rollout::Rollout>,
+) -> Arc<dyn super::Engine> {
+    match ports {
+        Some((models, tools)) => {
+            let ports = Ports {
+                models,
+                tools,
+                config: BaselineConfig::default(),
+            };
+            Arc::new(Routed {
+                inner,
+                one_shot: OneShotEngine::new(ports.clone()),
+                reactive: ReactiveEngine::new(ports.clone()),
+                v1: V1Engine::new(ports),
+                rollout,
+            })
+        }
+        None => inner,
+    }
+}
+
+/// See [`with_baselines`].
+struct Routed {
+    inner: Arc<dyn super::Engine>,
+    one_shot: OneShotEngine,
+    reactive: ReactiveEngine,
+    v1: V1Engine,
+    rollout: Arc<crate::rollout::Rollout>,
+}
+
+#[async_trait::async_trait]
+impl super::Engine for Routed {
+    async fn run(&self, ctx: RunContext) -> Result<RunOutcome, EngineError> {
+        use crate::domain::task::Strategy;
+        if ctx.task.metadata.get(super::minimal::META_STEPS).is_some() {
+            return self.inner.run(ctx).await;
+        }
+        match ctx.task.strategy {
+            Strategy::OneShot => self.one_shot.run(ctx).await,
+            Strategy::Reactive => self.reactive.run(ctx).await,
+            Strategy::V1 => self.v1.run(ctx).await,
+            Strategy::Auto => {
+                let arm = self.rollout.route(ctx.task.id, ctx.state.as_ref());
+                match arm {
+                    crate::rollout::Arm::V1 => self.v1.run(ctx).await,
+                    crate::rollout::Arm::V2 => self.inner.run(ctx).await,
+                }
+            }
+            Strategy::V2 | Strategy::Direct => self.inner.run(ctx).await,
+        }
+    }
+}
