@@ -42,43 +42,12 @@ pub fn key_from_headers(headers: &HeaderMap) -> Result<Option<String>, ApiError>
     Ok(Some(String::from_utf8_lossy(bytes).into_owned()))
 }
 
-/// SHA-256 (hex) of `value` serialised with object keys sorted at every level.
+/// SHA-256 (hex) of `value` in the domain's canonical JSON (object keys sorted at every level),
+/// so a replay with reordered keys or other whitespace is recognised as the same request.
 pub fn canonical_hash(value: &Value) -> String {
-    let mut canonical = String::new();
-    write_canonical(value, &mut canonical);
+    let canonical = crate::domain::fingerprint::canonical_json(value);
     let digest = Sha256::digest(canonical.as_bytes());
     digest.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
-/// Writes JSON with sorted keys whatever map order serde_json was built with.
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
-            for (index, (key, item)) in entries.into_iter().enumerate() {
-                if index > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(item, out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (index, item) in items.iter().enumerate() {
-                if index > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        scalar => out.push_str(&scalar.to_string()),
-    }
 }
 
 #[cfg(test)]
