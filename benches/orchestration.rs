@@ -1,0 +1,125 @@
+//! Orchestration overhead per step, side by side with the peer baselines in
+//! `shared/bench/peers` (LangGraph + PostgresSaver, DBOS Transact).
+//!
+//! Same work as the peers: per task one strategic-plan call, then N steps executed in order,
+//! with zero-latency in-process model and tools ([`support::fakes`]), so what is measured is
+//! what cairn adds around the calls: claims, leases, the v2 engine's decisions, and one durable
+//! Postgres commit per transition (state + event rows + ledger entries + checkpoint), exactly as
+//! `cairn serve` runs them (PgStore, reaper, worker pool, v2 engine; no HTTP).
+//!
+//! Shapes (`SHAPE`): `one_milestone` (default) is the closest to the peers' "the plan returns N
+//! steps, then N steps run in order": the strategic plan has one milestone and its tactical
+//! plan returns the N steps. `milestones` is N single-step milestones in a dependency chain,
+//! which adds a tactical call, a check and a ledger return per step.
+//!
+//! usage: `cargo bench --bench orchestration -- [TASKS] [STEPS] [CONCURRENCY] [SHAPE]`, or the
+//! env variables `TASKS`, `STEPS`, `CONCURRENCY`, `SHAPE` (defaults 200 8 8 one_milestone).
+//! Prints one line in the peers' format on stdout (details on stderr). It asserts that the
+//! work was done (every task succeeded with N steps), never anything about speed.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use support::fakes::{NoopTools, Shape, ZeroModel};
+use support::stack::{self, BenchDb, Stack};
+
+struct Params {
+    tasks: usize,
+    steps: usize,
+    conc: usize,
+    shape: Shape,
+}
+
+/// Positional arguments win over env variables, which win over defaults. Flags (cargo passes
+/// `--bench`) are ignored.
+fn params() -> Params {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let pick = |index: usize, env: &str, default: &str| -> String {
+        args.get(index)
+            .cloned()
+            .or_else(|| std::env::var(env).ok())
+            .unwrap_or_else(|| default.to_string())
+    };
+    let number = |index: usize, env: &str, default: &str| -> usize {
+        let text = pick(index, env, default);
+        match text.parse::<usize>() {
+            Ok(n) if n > 0 => n,
+            _ => panic!("{env} must be a positive integer, got {text:?}"),
+        }
+    };
+    let shape_text = pick(3, "SHAPE", "one_milestone");
+    let shape = Shape::parse(&shape_text)
+        .unwrap_or_else(|| panic!("SHAPE must be one_milestone or milestones, got {shape_text:?}"));
+    Params {
+        tasks: number(0, "TASKS", "200"),
+        steps: number(1, "STEPS", "8"),
+        conc: number(2, "CONCURRENCY", "8"),
+        shape,
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let p = params();
+    let db = BenchDb::create().await;
+    let config = stack::config(&db, p.conc);
+    let model = Arc::new(ZeroModel {
+        shape: p.shape,
+        steps: p.steps,
+    });
+    let stack = Stack::start(&config, model, Arc::new(NoopTools { hold: None })).await;
+    let observer = stack::observer(&db).await;
+
+    let t0 = Instant::now();
+    let store = stack.store.clone();
+    let tasks = p.tasks;
+    let submitting = tokio::spawn(async move { stack::submit(store.as_ref(), tasks).await });
+    let all = p.tasks as i64;
+    let done = stack::wait_until(
+        &observer,
+        Duration::from_millis(10),
+        Duration::from_secs(1800),
+        "every task to end",
+        |t| t.terminal == all,
+    )
+    .await;
+    let wall = done.duration_since(t0).as_secs_f64();
+    submitting.await.expect("submitter");
+
+    // The benchmark is only meaningful if the work was really done.
+    let tally = stack::tally(&observer).await;
+    assert_eq!(tally.succeeded, all, "every task succeeded");
+    let steps_done = stack::count_events(&observer, "step.finished").await;
+    assert_eq!(steps_done, all * p.steps as i64, "N steps per task");
+    let events: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
+        .fetch_one(&observer)
+        .await
+        .expect("count events");
+
+    let total_steps = (p.tasks * p.steps) as f64;
+    println!(
+        "cairn tasks={} steps={} conc={} wall_s={wall:.3} tasks_per_s={:.1} steps_per_s={:.1} \
+         ms_per_step={:.3}",
+        p.tasks,
+        p.steps,
+        p.conc,
+        p.tasks as f64 / wall,
+        total_steps / wall,
+        1000.0 * wall / total_steps,
+    );
+    eprintln!(
+        "cairn orchestration: shape={} events={events} ({:.1} per task, {:.0} rows/s), postgres",
+        p.shape.as_str(),
+        events as f64 / p.tasks as f64,
+        events as f64 / wall,
+    );
+
+    stack.shutdown().await;
+    observer.close().await;
+    db.drop_database().await;
+}

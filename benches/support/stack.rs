@@ -1,0 +1,222 @@
+//! The production stack of `cairn serve` minus HTTP, for benchmarks: a fresh Postgres database,
+//! the migrated `PgStore`, the reaper, the worker pool and the engine `cairn serve` selects
+//! (v2 for `v2` tasks), with the model and tool ports replaced by in-process fakes.
+//!
+//! HTTP is left out on purpose: the peers are called in-process, and `POST /v1/tasks` does
+//! nothing more than [`Store::create_task`], which tasks are submitted through here.
+//! Bench code may panic: a benchmark that cannot set itself up has nothing to report.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cairn::clock::{Clock, SystemClock};
+use cairn::config::{Config, Secret};
+use cairn::domain::task::{Budget, DEFAULT_TENANT, NewTask, Strategy, TaskId};
+use cairn::engine::Engine;
+use cairn::engine::minimal::MinimalEngine;
+use cairn::engine::v2::ports::{ModelPort, ToolPort};
+use cairn::engine::v2::select::ByStrategy;
+use cairn::engine::v2::{V2Config, V2Engine};
+use cairn::store::Store;
+use cairn::worker::{PoolParams, Reaper, ReaperParams, WorkerPool, process_worker_id};
+use sqlx::Connection;
+
+/// A database created for one benchmark run, dropped by [`BenchDb::drop_database`].
+pub struct BenchDb {
+    admin: String,
+    pub name: String,
+    pub url: String,
+}
+
+impl BenchDb {
+    /// `CAIRN_TEST_PG_URL` (the admin database) or the local Postgres.
+    pub async fn create() -> BenchDb {
+        let admin = std::env::var("CAIRN_TEST_PG_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
+        let name = format!("cairn_bench_{}", uuid::Uuid::now_v7().simple());
+        let mut conn = sqlx::PgConnection::connect(&admin)
+            .await
+            .expect("connect to Postgres (127.0.0.1:5432 or CAIRN_TEST_PG_URL)");
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut conn)
+            .await
+            .expect("create the benchmark database");
+        let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin);
+        BenchDb {
+            url: format!("{base}/{name}"),
+            name,
+            admin,
+        }
+    }
+
+    pub async fn drop_database(self) {
+        if let Ok(mut conn) = sqlx::PgConnection::connect(&self.admin).await {
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            )))
+            .execute(&mut conn)
+            .await;
+        }
+    }
+}
+
+/// The configuration `cairn serve` would run with on this database and `workers` workers;
+/// everything else is the default.
+pub fn config(db: &BenchDb, workers: usize) -> Config {
+    Config {
+        database_url: Some(Secret::new(db.url.clone())),
+        workers,
+        ..Config::default()
+    }
+}
+
+/// A running store + reaper + pool, wired as in `cairn::server::serve_with`.
+pub struct Stack {
+    pub store: Arc<dyn Store>,
+    pool: WorkerPool,
+    reaper: Reaper,
+}
+
+impl Stack {
+    pub async fn start(
+        config: &Config,
+        models: Arc<dyn ModelPort>,
+        tools: Arc<dyn ToolPort>,
+    ) -> Stack {
+        let store = cairn::server::open_migrated(config)
+            .await
+            .expect("open and migrate the store");
+        Self::start_on(config, store, models, tools)
+    }
+
+    /// Starts reaper and pool on an already open store (a "restarted process" in the
+    /// recovery phase reuses nothing but the database).
+    pub fn start_on(
+        config: &Config,
+        store: Arc<dyn Store>,
+        models: Arc<dyn ModelPort>,
+        tools: Arc<dyn ToolPort>,
+    ) -> Stack {
+        let engine: Arc<dyn Engine> = Arc::new(ByStrategy {
+            v2: Arc::new(V2Engine::new(models, tools, V2Config::default())),
+            fallback: Arc::new(MinimalEngine::default()),
+        });
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let reaper = Reaper::start(ReaperParams {
+            store: store.clone(),
+            clock: clock.clone(),
+            interval: Duration::from_millis(config.reaper_interval_ms),
+        });
+        let pool = WorkerPool::start(PoolParams::from_config(
+            config,
+            store.clone(),
+            engine,
+            clock,
+            process_worker_id(),
+        ));
+        Stack {
+            store,
+            pool,
+            reaper,
+        }
+    }
+
+    /// The clean stop of `cairn serve`.
+    pub async fn shutdown(self) {
+        self.pool.shutdown(Duration::from_secs(10)).await;
+        self.reaper.stop().await;
+    }
+
+    /// As if the process died: loops aborted, nothing released, leases left to expire.
+    pub async fn crash(self) {
+        drop(self.pool);
+        self.reaper.stop().await;
+    }
+}
+
+/// Submits `count` tasks with strategy `v2` (the plan route, no gate call) and a budget far
+/// above what they spend, so the ledger never stops them.
+pub async fn submit(store: &dyn Store, count: usize) -> Vec<TaskId> {
+    let clock = SystemClock;
+    let mut ids = Vec::with_capacity(count);
+    for n in 0..count {
+        let new = NewTask {
+            id: uuid::Uuid::now_v7(),
+            tenant_id: DEFAULT_TENANT.to_string(),
+            goal: format!("benchmark task {n}: run the planned steps in order"),
+            strategy: Strategy::V2,
+            budget: Budget {
+                tokens: 1_000_000,
+                tool_calls: 10_000,
+                wall_ms: 3_600_000,
+            },
+            metadata: serde_json::json!({}),
+        };
+        let created = store
+            .create_task(new, None, clock.now())
+            .await
+            .expect("create task");
+        ids.push(created.task.id);
+    }
+    ids
+}
+
+/// Task counts by status, read straight from the table (one cheap query per poll).
+pub struct Tally {
+    pub terminal: i64,
+    pub succeeded: i64,
+    pub running: i64,
+}
+
+/// A one-connection pool for the benchmark's own reads, apart from the store's pool.
+pub async fn observer(db: &BenchDb) -> sqlx::PgPool {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&db.url)
+        .await
+        .expect("observer connection")
+}
+
+pub async fn tally(observer: &sqlx::PgPool) -> Tally {
+    let (terminal, succeeded, running): (i64, i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE status NOT IN ('queued', 'running')), \
+                count(*) FILTER (WHERE status = 'succeeded'), \
+                count(*) FILTER (WHERE status = 'running') FROM tasks",
+    )
+    .fetch_one(observer)
+    .await
+    .expect("tally tasks");
+    Tally {
+        terminal,
+        succeeded,
+        running,
+    }
+}
+
+/// Polls until `done(tally)` holds, every `every`, for at most `limit`; returns when it held.
+pub async fn wait_until(
+    observer: &sqlx::PgPool,
+    every: Duration,
+    limit: Duration,
+    what: &str,
+    done: impl Fn(&Tally) -> bool,
+) -> Instant {
+    let started = Instant::now();
+    loop {
+        if done(&tally(observer).await) {
+            return Instant::now();
+        }
+        assert!(started.elapsed() < limit, "timed out waiting for {what}");
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Events of one kind in the whole database.
+pub async fn count_events(observer: &sqlx::PgPool, kind: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM events WHERE kind = $1")
+        .bind(kind)
+        .fetch_one(observer)
+        .await
+        .expect("count events")
+}
