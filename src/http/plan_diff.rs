@@ -14,8 +14,8 @@ use utoipa::ToSchema;
 use crate::app::AppState;
 use crate::domain::diff::{PlanDiff, diff_values};
 use crate::error::{ApiError, Problem};
-use crate::http::extract::{ApiPath, parse_task_id};
-use crate::http::tasks::find_task;
+use crate::http::extract::ApiPath;
+use crate::http::plans::find_plan_version;
 
 /// The difference between version `version` and the version before it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -49,21 +49,8 @@ pub async fn plan_diff(
     State(state): State<AppState>,
     ApiPath((id, version)): ApiPath<(String, String)>,
 ) -> Result<Json<PlanDiffView>, ApiError> {
-    let id = parse_task_id(&id)?;
-    let version = match version.parse::<i32>() {
-        Ok(version) if version >= 1 => version,
-        _ => {
-            return Err(ApiError::InvalidParameter(format!(
-                "path parameter `version` must be a positive integer, got {version:?}"
-            )));
-        }
-    };
-    find_task(&state, id).await?;
-    let current = state
-        .store
-        .get_plan_version(id, version)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("task {id} has no plan version {version}")))?;
+    let current = find_plan_version(&state, &id, &version).await?;
+    let (id, version) = (current.task_id, current.version);
     let previous = if version > 1 {
         state.store.get_plan_version(id, version - 1).await?
     } else {

@@ -60,7 +60,17 @@ pub async fn get_plan(
     State(state): State<AppState>,
     ApiPath((id, version)): ApiPath<(String, String)>,
 ) -> Result<Json<PlanVersionRecord>, ApiError> {
-    let id = parse_task_id(&id)?;
+    find_plan_version(&state, &id, &version).await.map(Json)
+}
+
+/// Parses the `{id}` and `{version}` path parameters and reads that plan version of a task the
+/// caller's tenant owns: 400 for a malformed id or version, 404 for an unknown task or version.
+pub(crate) async fn find_plan_version(
+    state: &AppState,
+    id: &str,
+    version: &str,
+) -> Result<PlanVersionRecord, ApiError> {
+    let id = parse_task_id(id)?;
     let version = match version.parse::<i32>() {
         Ok(version) if version >= 1 => version,
         _ => {
@@ -69,11 +79,11 @@ pub async fn get_plan(
             )));
         }
     };
-    find_task(&state, id).await?;
+    // The plan tables carry no tenant: the task lookup is the tenant check.
+    find_task(state, id).await?;
     state
         .store
         .get_plan_version(id, version)
         .await?
-        .map(Json)
         .ok_or_else(|| ApiError::NotFound(format!("task {id} has no plan version {version}")))
 }
