@@ -5,9 +5,11 @@
 //!   explicit, seeded rule set documented there and in `docs/evaluation.md`;
 //! - [`runner`]: `cairn eval`: store, worker pool, HTTP API and world in one process, each
 //!   run submitted and followed over HTTP;
+//! - [`shadow`]: a candidate strategy on a copy of a real task, side effects sandboxed;
 //! - [`report`]: per-run records, aggregates, regressions and the report files.
 
 pub mod report;
 pub mod runner;
+pub mod shadow;
 pub mod suite;
 pub mod world;
