@@ -67,7 +67,7 @@ fn params() -> Params {
 async fn main() {
     let p = params();
     let db = BenchDb::create().await;
-    let config = stack::config(&db, p.conc);
+    let config = stack::config(&db.url, p.conc);
     let model = Arc::new(ZeroModel {
         shape: p.shape,
         steps: p.steps,

@@ -61,11 +61,11 @@ impl BenchDb {
     }
 }
 
-/// The configuration `cairn serve` would run with on this database and `workers` workers;
-/// everything else is the default.
-pub fn config(db: &BenchDb, workers: usize) -> Config {
+/// The configuration `cairn serve` would run with on the database at `url` and `workers`
+/// workers; everything else is the default.
+pub fn config(url: &str, workers: usize) -> Config {
     Config {
-        database_url: Some(Secret::new(db.url.clone())),
+        database_url: Some(Secret::new(url.to_string())),
         workers,
         ..Config::default()
     }
