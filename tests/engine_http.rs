@@ -54,9 +54,12 @@ async fn the_worked_example_runs_end_to_end_with_the_seed_figures() {
             continue;
         }
         let amount = entry["amount"].as_i64().unwrap_or(0);
+        let task_level = entry["milestone_id"].is_null();
         match entry["kind"].as_str() {
-            Some("reserve") | Some("return") => reserve += amount,
+            Some("allocate") if task_level => reserve += amount,
+            Some("return") => reserve += amount,
             Some("grant") => reserve -= amount,
+            Some("charge") if task_level && reserve > 0 => reserve -= amount.min(reserve),
             _ => {}
         }
         if entry["kind"] == "return" && entry["milestone_id"] == "m1" {

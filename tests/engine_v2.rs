@@ -85,7 +85,7 @@ async fn worked_example_reproduces_the_seed_ledger() {
     assert_eq!(result["gate"]["route"], "plan");
 
     let entries = store.list_ledger_entries(task.id).await.expect("ledger");
-    assert_eq!(sum(&entries, "reserve", None), 40_000);
+    assert_eq!(sum(&entries, "allocate", None), 40_000, "the reserve");
     assert_eq!(sum(&entries, "allocate", Some("m1")), 22_857);
     for m in ["m2", "m3", "m4"] {
         assert_eq!(sum(&entries, "allocate", Some(m)), 45_714, "{m}");

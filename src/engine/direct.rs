@@ -109,7 +109,7 @@ pub async fn run(cx: &Cx) -> Result<RunOutcome, Halt> {
         cx.journal
             .record(|state| {
                 let mut record = Record::default();
-                ledger::charge(state, None, asked.spend, "tactical", &mut record);
+                ledger::charge(state, None, asked.spend, "tactical", &mut record)?;
                 let mut direct = load(state.direct.as_ref());
                 direct.rounds = round;
                 match (&reply, &answer) {
@@ -184,7 +184,7 @@ async fn execute(
     cx.journal
         .record(|state| {
             let mut record = Record::default();
-            ledger::charge(state, None, called.spend, "tool", &mut record);
+            ledger::charge(state, None, called.spend, "tool", &mut record)?;
             state.metrics.steps_total += 1;
             if ok {
                 state.metrics.steps_completed += 1;

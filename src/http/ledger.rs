@@ -1,10 +1,10 @@
 //! `GET /v1/tasks/{id}/ledger`: a task's budget ledger, derived from its entries alone.
 //!
-//! The entries are the record (append-only: `reserve`, `allocate`, `charge`, `grant`,
-//! `return`); the summary is computed from them here, never read from the engine's memory, so
-//! what a client sees is exactly what the database can prove. Per unit: the reserve is
-//! `reserve + return - grant`; a milestone's allocation is `allocate + grant - return`; entries
-//! without a milestone are task overhead (gate, planning, the goal verifier).
+//! The entries are the record (append-only: `allocate`, `charge`, `grant`, `return`); the
+//! summary replays them through the domain ledger ([`Ledger::replay`]), never reading the
+//! engine's memory, so what a client sees is exactly what the database can prove. An
+//! `allocate` without a milestone fills the reserve; a `charge` without one is task overhead
+//! (gate, planning, the goal verifier).
 
 use std::collections::BTreeMap;
 
@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::app::AppState;
+use crate::domain::ledger::{Ledger, LedgerMovement, MovementKind, PerUnit, Unit};
 use crate::error::{ApiError, Problem};
 use crate::http::extract::{ApiPath, parse_task_id};
 use crate::http::tasks::find_task;
@@ -51,44 +52,51 @@ pub struct LedgerView {
     pub entries: Vec<LedgerEntry>,
 }
 
-/// Derives the per-unit summary from the entries.
-pub fn summarize(entries: &[LedgerEntry]) -> BTreeMap<String, UnitSummary> {
-    let mut units: BTreeMap<String, UnitSummary> = BTreeMap::new();
-    for entry in entries {
-        let unit = units.entry(entry.unit.clone()).or_default();
-        let amount = entry.amount;
-        let figures = entry
-            .milestone_id
-            .as_ref()
-            .map(|m| unit.milestones.entry(m.clone()).or_default());
-        match (entry.kind.as_str(), figures) {
-            ("reserve", _) => {
-                unit.initial_reserve += amount;
-                unit.reserve += amount;
-            }
-            ("allocate", Some(f)) => f.allocated += amount,
-            ("charge", Some(f)) => {
-                f.spent += amount;
-                unit.spent += amount;
-            }
-            ("charge", None) => {
-                unit.overhead += amount;
-                unit.spent += amount;
-            }
-            ("grant", Some(f)) => {
-                f.allocated += amount;
-                f.granted += amount;
-                unit.reserve -= amount;
-            }
-            ("return", Some(f)) => {
-                f.allocated -= amount;
-                f.returned += amount;
-                unit.reserve += amount;
-            }
-            _ => {}
-        }
-    }
-    units
+/// Replays the entries through the domain ledger and reports its books per unit.
+pub fn summarize(
+    totals: PerUnit<u64>,
+    entries: &[LedgerEntry],
+) -> Result<BTreeMap<String, UnitSummary>, String> {
+    let movements = entries
+        .iter()
+        .map(|e| LedgerMovement::from_parts(e.milestone_id.clone(), &e.kind, &e.unit, e.amount))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let ledger = Ledger::replay(totals, &movements).map_err(|e| e.to_string())?;
+    let signed = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    Ok(Unit::ALL
+        .iter()
+        .map(|unit| {
+            let book = ledger.book(*unit);
+            let initial_reserve = movements
+                .iter()
+                .filter(|m| m.unit == *unit && m.milestone_id.is_none())
+                .filter(|m| m.kind == MovementKind::Allocate)
+                .map(|m| signed(m.amount))
+                .sum();
+            let milestones = book
+                .accounts
+                .iter()
+                .map(|(id, a)| {
+                    let figures = MilestoneFigures {
+                        allocated: signed(a.allocated),
+                        spent: signed(a.spent),
+                        granted: signed(a.granted),
+                        returned: signed(a.returned),
+                    };
+                    (id.clone(), figures)
+                })
+                .collect();
+            let summary = UnitSummary {
+                initial_reserve,
+                reserve: signed(book.reserve),
+                overhead: signed(book.overhead_spent),
+                spent: signed(book.spent()),
+                milestones,
+            };
+            (unit.as_str().to_string(), summary)
+        })
+        .collect())
 }
 
 /// Reads a task's ledger.
@@ -108,10 +116,9 @@ pub async fn get_ledger(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<LedgerView>, ApiError> {
     let id = parse_task_id(&id)?;
-    find_task(&state, id).await?;
+    let task = find_task(&state, id).await?;
     let entries = state.store.list_ledger_entries(id).await?;
-    Ok(Json(LedgerView {
-        units: summarize(&entries),
-        entries,
-    }))
+    let units = summarize(PerUnit::from(task.budget), &entries)
+        .map_err(|error| ApiError::Internal(format!("ledger entries do not replay: {error}")))?;
+    Ok(Json(LedgerView { units, entries }))
 }

@@ -201,7 +201,7 @@ pub async fn execute(
     cx.journal
         .record(|state| {
             let mut record = Record::default();
-            ledger::charge(state, None, spend, "tool", &mut record);
+            ledger::charge(state, None, spend, "tool", &mut record)?;
             state.metrics.steps_total += 1;
             if ok {
                 state.metrics.steps_completed += 1;

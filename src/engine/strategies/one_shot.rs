@@ -56,7 +56,7 @@ async fn run(cx: &crate::engine::v2::context::Cx) -> Result<RunOutcome, Halt> {
         cx.journal
             .record(|state| {
                 let mut record = Record::default();
-                ledger::charge(state, None, asked.spend, "one_shot", &mut record);
+                ledger::charge(state, None, asked.spend, "one_shot", &mut record)?;
                 let mut progress = Progress::load(state);
                 progress.rounds = 1;
                 progress.answer = answer.clone();

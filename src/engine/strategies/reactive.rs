@@ -110,7 +110,7 @@ async fn run(cx: &Cx, max_rounds: u32) -> Result<RunOutcome, Halt> {
         cx.journal
             .record(|state| {
                 let mut record = Record::default();
-                ledger::charge(state, None, asked.spend, "reactive", &mut record);
+                ledger::charge(state, None, asked.spend, "reactive", &mut record)?;
                 let mut progress = Progress::load(state);
                 progress.rounds = round;
                 let summary = match &chosen {

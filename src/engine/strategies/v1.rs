@@ -165,7 +165,7 @@ async fn write_list(cx: &Cx, progress: &Progress, tools: &[String]) -> Result<()
     cx.journal
         .record(|state| {
             let mut record = Record::default();
-            ledger::charge(state, None, asked.spend, "v1", &mut record);
+            ledger::charge(state, None, asked.spend, "v1", &mut record)?;
             state.metrics.plans_proposed += 1;
             if steps.is_empty() && answer.is_none() {
                 state.metrics.plans_invalid += 1;

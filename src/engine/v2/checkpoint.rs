@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::Mutex;
 
-use super::ledger::LedgerBook;
 use crate::domain::event::NewEvent;
+use crate::domain::ledger::{Ledger, LedgerMovement};
 use crate::domain::plan::Plan;
 use crate::domain::task::TaskStatus;
 use crate::engine::{Applied, EngineError, Halt, RunContext};
@@ -137,7 +137,11 @@ pub struct TaskState {
     pub gate: Option<Value>,
     pub plan: Option<Plan>,
     pub plan_version: i32,
-    pub ledger: Option<LedgerBook>,
+    pub ledger: Option<Ledger>,
+    /// Overhead spent before the plan (and so the books) existed; replayed ahead of the
+    /// allocation when the books open.
+    #[serde(default)]
+    pub pre_plan_overhead: Vec<LedgerMovement>,
     /// Spend not attributable to a milestone: gate, strategic planning, goal verifier, direct.
     pub overhead: Spend,
     pub runs: BTreeMap<String, MilestoneRun>,
@@ -295,7 +299,10 @@ fn plan_snapshot(state: &TaskState) -> Value {
     let mut value = serde_json::to_value(&state.plan).unwrap_or(Value::Null);
     if let Value::Object(map) = &mut value {
         if let Some(ledger) = &state.ledger {
-            map.insert("ledger".into(), ledger.summary());
+            map.insert(
+                "ledger".into(),
+                serde_json::to_value(ledger).unwrap_or(Value::Null),
+            );
         }
         let refs: BTreeMap<&String, Vec<&String>> = state
             .artifacts

@@ -130,7 +130,7 @@ pub async fn run_next_step(cx: &Cx, milestone_id: &str) -> Result<StepOutcome, H
         .record(|state| {
             let mut record = Record::default();
             let charged =
-                ledger::charge(state, Some(milestone_id), called.spend, "tool", &mut record);
+                ledger::charge(state, Some(milestone_id), called.spend, "tool", &mut record)?;
             let fraction = charged.as_ref().map(|c| c.fraction).unwrap_or(0.0);
             let exhausted = charged.and_then(|c| c.exhausted);
             for (name, value) in &artifacts {
@@ -239,7 +239,7 @@ async fn record_drift(
             let fraction = state
                 .ledger
                 .as_ref()
-                .map(|l| l.fraction(milestone_id))
+                .map(|l| ledger::fraction(l, milestone_id))
                 .unwrap_or(0.0);
             state.run_mut(milestone_id).observations.push(json!({
                 "step": step.id, "tool": step.tool, "refused": reason,

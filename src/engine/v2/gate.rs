@@ -86,7 +86,7 @@ pub async fn decide(cx: &Cx) -> Result<Route, Halt> {
         .record(|state| {
             let mut record = Record::default();
             if let Some(spend) = spend {
-                ledger::charge(state, None, spend, "gate", &mut record);
+                ledger::charge(state, None, spend, "gate", &mut record)?;
             }
             state.gate = Some(decision.clone());
             state.phase = match route {

@@ -131,7 +131,7 @@ pub async fn check(cx: &Cx, milestone_id: &str, cause: CheckCause) -> Result<Che
             let mut exhausted = None;
             for (source, spend) in spends {
                 if let Some(charged) =
-                    ledger::charge(state, Some(milestone_id), spend, source, &mut record)
+                    ledger::charge(state, Some(milestone_id), spend, source, &mut record)?
                     && exhausted.is_none()
                 {
                     exhausted = charged.exhausted;
@@ -147,12 +147,7 @@ pub async fn check(cx: &Cx, milestone_id: &str, cause: CheckCause) -> Result<Che
                     m.status = MilestoneStatus::Done;
                 }
                 state.run_mut(milestone_id).outcome = Some("passed".into());
-                let movements = state
-                    .ledger
-                    .as_mut()
-                    .map(|l| l.release(milestone_id))
-                    .unwrap_or_default();
-                ledger::persist(&movements, "milestone_passed", &mut record);
+                ledger::release(state, milestone_id, &mut record)?;
             } else {
                 state.run_mut(milestone_id).observations.push(
                     json!({"check": "failed", "failures": outcome.failures, "cause": cause.as_str()}),

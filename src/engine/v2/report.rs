@@ -9,6 +9,7 @@ use super::checkpoint::{Record, Spend, TaskState};
 use super::context::Cx;
 use super::gate::GATE_OUTCOME;
 use crate::domain::event::kinds;
+use crate::domain::ledger::Unit;
 use crate::domain::task::TaskStatus;
 use crate::engine::{Halt, RunOutcome};
 
@@ -32,16 +33,18 @@ pub fn result(state: &TaskState, ending: &Ending) -> Value {
             let run = state.runs.get(&m.id).cloned().unwrap_or_default();
             total.add(run.spend);
             let books = |unit: &str, field: &str| -> u64 {
-                state
-                    .ledger
-                    .as_ref()
-                    .and_then(|l| l.units.get(unit))
-                    .and_then(|b| match field {
-                        "alloc" => b.alloc.get(&m.id),
-                        "granted" => b.granted.get(&m.id),
-                        _ => b.returned.get(&m.id),
+                let account = Unit::parse(unit).and_then(|unit| {
+                    state
+                        .ledger
+                        .as_ref()
+                        .and_then(|l| l.account(&m.id, unit).ok())
+                });
+                account
+                    .map(|a| match field {
+                        "alloc" => a.allocated,
+                        "granted" => a.granted,
+                        _ => a.returned,
                     })
-                    .copied()
                     .unwrap_or(0)
             };
             json!({
@@ -76,7 +79,7 @@ pub fn result(state: &TaskState, ending: &Ending) -> Value {
         "milestones": milestones,
         "overhead": state.overhead,
         "spend": total,
-        "ledger": state.ledger.as_ref().map(|l| l.summary()),
+        "ledger": state.ledger.as_ref().and_then(|l| serde_json::to_value(l).ok()),
         "metrics": state.metrics,
         "extra": ending.extra,
     })

@@ -11,6 +11,7 @@ use serde_json::json;
 use super::checkpoint::{Failure, Record};
 use super::context::Cx;
 use super::executor::{self, StepOutcome};
+use super::ledger;
 use super::monitor::{self, CheckCause, MILESTONE_STARTED};
 use super::repair::{self, Level};
 use super::tactical::{self, Ask, Planned};
@@ -226,7 +227,7 @@ async fn judge(cx: &Cx, milestone_id: &str, cause: CheckCause) -> Result<Judged,
 /// The largest fraction of its allocation `milestone_id` has used, over the three units.
 async fn fraction(cx: &Cx, milestone_id: &str) -> f64 {
     cx.journal
-        .read(|s| s.ledger.as_ref().map(|l| l.fraction(milestone_id)))
+        .read(|s| s.ledger.as_ref().map(|l| ledger::fraction(l, milestone_id)))
         .await
         .unwrap_or(0.0)
 }

@@ -8,14 +8,13 @@
 //! finished milestones and the evidence, and must keep every finished milestone
 //! ([`crate::domain::validate::carry_over`]).
 
-use std::collections::BTreeMap;
-
 use serde_json::{Value, json};
 
 use super::checkpoint::{Failure, Phase, Record};
 use super::context::Cx;
-use super::ledger::{self, LedgerBook};
+use super::ledger;
 use super::ports::Purpose;
+use crate::domain::ledger::{LedgerPolicy, PerUnit};
 use crate::domain::plan::{MilestoneStatus, Plan};
 use crate::domain::validate::{KnownTools, PlanError, carry_over, feedback, validate};
 use crate::engine::Halt;
@@ -102,7 +101,7 @@ pub async fn plan(cx: &Cx, replan: Option<Replan<'_>>) -> Result<Strategic, Halt
             .journal
             .record(|state| {
                 let mut record = Record::default();
-                ledger::charge(state, None, asked.spend, "strategic", &mut record);
+                ledger::charge(state, None, asked.spend, "strategic", &mut record)?;
                 state.strategic_calls = attempt;
                 if proposal.is_some() {
                     state.metrics.plans_proposed += 1;
@@ -120,7 +119,7 @@ pub async fn plan(cx: &Cx, replan: Option<Replan<'_>>) -> Result<Strategic, Halt
                         Ok((record, false))
                     }
                     Ok(plan) => {
-                        install(state, plan.clone(), cx, &mut record);
+                        install(state, plan.clone(), cx, &mut record)?;
                         record.push(
                             PLAN_ACCEPTED,
                             json!({"attempt": attempt, "version": state.plan_version + 1,
@@ -143,40 +142,41 @@ pub async fn plan(cx: &Cx, replan: Option<Replan<'_>>) -> Result<Strategic, Halt
     })
 }
 
-/// Puts an accepted plan in place with its ledger: a first plan allocates the budget; a
-/// replacement returns the unfinished milestones' unspent shares and re-splits them over the
-/// new unfinished milestones as grants (the reserve ends where it started).
-fn install(state: &mut super::checkpoint::TaskState, plan: Plan, cx: &Cx, record: &mut Record) {
+/// Puts an accepted plan in place with its ledger: a first plan opens the books; a replacement
+/// rebalances them (the replaced milestones return their unspent shares, and the reserve above
+/// its policy share is granted to the new unfinished milestones by effort).
+fn install(
+    state: &mut super::checkpoint::TaskState,
+    plan: Plan,
+    cx: &Cx,
+    record: &mut Record,
+) -> Result<(), Halt> {
     let pending: Vec<(String, u32)> = plan
         .milestones
         .iter()
         .filter(|m| m.status != MilestoneStatus::Done)
         .map(|m| (m.id.clone(), m.effort))
         .collect();
+    let policy = LedgerPolicy {
+        reserve: crate::domain::ledger::Fraction::from_f64(cx.config.reserve_frac),
+        ..LedgerPolicy::default()
+    };
     match state.ledger.as_mut() {
         None => {
-            let (book, movements) =
-                LedgerBook::allocate(&cx.task().budget, &plan.shares(), cx.config.reserve_frac);
-            state.ledger = Some(book);
-            ledger::persist(&movements, "initial_plan", record);
+            let totals = PerUnit::from(cx.task().budget);
+            ledger::open(state, totals, &plan.shares(), &policy, record)?;
         }
-        Some(book) => {
-            let mut pool: BTreeMap<String, u64> = BTreeMap::new();
-            let mut movements = Vec::new();
-            if let Some(old) = &state.plan {
-                for m in old
-                    .milestones
-                    .iter()
-                    .filter(|m| m.status != MilestoneStatus::Done)
-                {
-                    for moved in book.release(&m.id) {
-                        *pool.entry(moved.unit.clone()).or_default() += moved.amount;
-                        movements.push(moved);
-                    }
-                }
-            }
-            // The returned shares go back out of the reserve to the new unfinished milestones.
-            movements.extend(book.grant_shares(&pending, &pool));
+        Some(books) => {
+            let release: Vec<String> = state
+                .plan
+                .iter()
+                .flat_map(|p| p.milestones.iter())
+                .filter(|m| m.status != MilestoneStatus::Done)
+                .map(|m| m.id.clone())
+                .collect();
+            let movements = books.rebalance(&release, &pending, &policy).map_err(|e| {
+                Halt::Error(crate::engine::EngineError::Other(format!("ledger: {e}")))
+            })?;
             ledger::persist(&movements, "replan_strategy", record);
         }
     }
@@ -194,4 +194,5 @@ fn install(state: &mut super::checkpoint::TaskState, plan: Plan, cx: &Cx, record
     }
     state.plan = Some(plan);
     state.phase = Phase::Execute;
+    Ok(())
 }

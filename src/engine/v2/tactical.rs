@@ -101,7 +101,7 @@ pub async fn plan_steps(
         let remaining = snapshot
             .ledger
             .as_ref()
-            .map(|l| l.remaining(milestone_id))
+            .map(|l| ledger::remaining(l, milestone_id))
             .unwrap_or_default();
         let input = json!({
             "goal": cx.task().goal,
@@ -162,7 +162,7 @@ pub async fn plan_steps(
                     asked.spend,
                     "tactical",
                     &mut record,
-                );
+                )?;
                 let exhausted = charged.and_then(|c| c.exhausted);
                 state.run_mut(milestone_id).tactical_calls = attempt;
                 let outcome = match (&parsed, fp) {

@@ -54,7 +54,7 @@ pub async fn verify_goal(
         .journal
         .record(|state| {
             let mut record = Record::default();
-            ledger::charge(state, None, asked.spend, "verifier", &mut record);
+            ledger::charge(state, None, asked.spend, "verifier", &mut record)?;
             state.phase = if state.phase == Phase::Direct {
                 Phase::Direct
             } else {
