@@ -22,7 +22,15 @@ fn seq(event: &Value) -> i64 {
 
 #[tokio::test]
 async fn the_worked_example_runs_end_to_end_with_the_seed_figures() {
-    let stack = Stack::start("worked_example.json").await;
+    worked_example(Stack::start("worked_example.json").await).await;
+}
+
+#[tokio::test]
+async fn the_worked_example_runs_end_to_end_on_postgres() {
+    worked_example(Stack::start_pg("worked_example.json").await).await;
+}
+
+async fn worked_example(stack: Stack) {
     let id = stack.submit(WORKED_GOAL, "auto", 200_000).await;
     let task = stack.finished(&id).await;
     assert_eq!(task["status"], "succeeded", "{task:#}");

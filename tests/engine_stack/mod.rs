@@ -15,13 +15,20 @@ use cairn::engine::v2::{V2Config, V2Engine};
 use cairn::llm::{Endpoints, LlmClient, RetryPolicy};
 use cairn::sim::SimServer;
 use cairn::store::Store;
+use cairn::store::postgres::PgStore;
 use cairn::store::sqlite::SqliteStore;
 use cairn::tools::{StoreReceipts, ToolClient};
 use cairn::worker::{PoolParams, WorkerPool};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use crate::common::TestSqlite;
+use crate::common::{TestPg, TestSqlite};
+
+/// The database under a stack: a temp SQLite file, or a fresh Postgres database.
+pub enum Db {
+    Sqlite(TestSqlite),
+    Postgres(TestPg),
+}
 
 /// Bounds every wait; only a failing test reaches it.
 pub const WAIT: Duration = Duration::from_secs(60);
@@ -33,14 +40,25 @@ pub struct Stack {
     pub sim: SimServer,
     pool: Option<WorkerPool>,
     stop: Option<oneshot::Sender<()>>,
-    _db: TestSqlite,
+    db: Option<Db>,
 }
 
 impl Stack {
-    /// Starts everything for the scenario file `scenarios/<file>`.
+    /// Starts everything for the scenario file `scenarios/<file>` on a temp SQLite file.
     pub async fn start(scenario: &str) -> Stack {
         let db = TestSqlite::create();
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&db.path).await.expect("sqlite"));
+        Self::start_on(scenario, Db::Sqlite(db), store).await
+    }
+
+    /// The same stack on a fresh Postgres database.
+    pub async fn start_pg(scenario: &str) -> Stack {
+        let db = TestPg::create().await;
+        let store: Arc<dyn Store> = Arc::new(PgStore::connect(&db.url, 8).await.expect("pg"));
+        Self::start_on(scenario, Db::Postgres(db), store).await
+    }
+
+    async fn start_on(scenario: &str, db: Db, store: Arc<dyn Store>) -> Stack {
         store.migrate().await.expect("migrate");
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("scenarios")
@@ -90,7 +108,7 @@ impl Stack {
             sim,
             pool: Some(pool),
             stop: Some(stop),
-            _db: db,
+            db: Some(db),
         }
     }
 
@@ -167,6 +185,10 @@ impl Stack {
         }
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
+        }
+        if let Some(Db::Postgres(db)) = self.db.take() {
+            drop(self.store);
+            db.drop_database().await;
         }
     }
 }
