@@ -24,7 +24,7 @@ use crate::config::Config;
 use crate::error::{ApiError, Problem};
 use crate::http::health::OpenApiDocument;
 use crate::http::{
-    events, extract, health, ledger, plan_diff, plans, rollout, stats, tasks, tools,
+    events, extract, health, ledger, plan_diff, plans, rollout, shadow, stats, tasks, tools,
 };
 use crate::store::Store;
 use crate::tools::ToolRegistry;
@@ -90,6 +90,7 @@ struct ApiDoc;
 fn api_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(rollout::get_rollout, rollout::set_rollout))
+        .routes(routes!(shadow::start, shadow::compare))
         .routes(routes!(tasks::create_task, tasks::list_tasks))
         .routes(routes!(tasks::get_task))
         .routes(routes!(tasks::cancel_task))

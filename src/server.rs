@@ -68,24 +68,7 @@ pub async fn serve(
     ));
     let shared = rollout.clone();
     let planning = move |config: &Config, store: Arc<dyn Store>| {
-        use crate::engine::v2::{V2Config, V2Engine, select};
-        // One set of ports (one simulator when none is configured) for v2 and the baselines
-        // (one_shot, reactive, v1; v1 is also the rollout's other arm for `auto` tasks).
-        let (models, tools) =
-            select::ports(config, store, Arc::new(SystemClock)).map_err(ServeError::Engine)?;
-        let inner: Arc<dyn Engine> = Arc::new(select::ByStrategy {
-            v2: Arc::new(V2Engine::new(
-                models.clone(),
-                tools.clone(),
-                V2Config::default(),
-            )),
-            fallback: Arc::new(crate::engine::minimal::MinimalEngine::default()),
-        });
-        Ok(crate::engine::strategies::with_baselines(
-            inner,
-            Some((models, tools)),
-            shared,
-        ))
+        crate::engine::strategies::wiring::engine(config, store, shared).map_err(ServeError::Engine)
     };
     serve_with(config, planning, shutdown, rollout).await
 }

@@ -247,3 +247,74 @@ async fn a_shadow_run_sends_side_effects_only_to_the_sandbox() {
     assert_eq!(both["shadow"]["status"], "succeeded");
     assert_eq!(both["shadow"]["id"], json!(shadow.id));
 }
+
+#[tokio::test]
+async fn the_api_starts_a_shadow_copy_and_compares_it() {
+    let file = common::TestSqlite::create();
+    let store = SqliteStore::open(&file.path).await.expect("open");
+    store.migrate().await.expect("migrate");
+    let store: Arc<dyn Store> = Arc::new(store);
+    let state = cairn::app::AppState::new(
+        store.clone(),
+        Arc::new(SystemClock),
+        cairn::config::Config::default(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(cairn::app::serve(listener, state, async move {
+        let _ = stopped.await;
+    }));
+    let http = reqwest::Client::new();
+    let original: Value = http
+        .post(format!("{base}/v1/tasks"))
+        .json(&json!({"goal": "deploy build 42", "strategy": "v1",
+                      "budget": {"tokens": 1000, "tool_calls": 5, "wall_ms": 60000}}))
+        .send()
+        .await
+        .expect("create")
+        .json()
+        .await
+        .expect("json");
+    let id = original["id"].as_str().expect("id").to_string();
+    let started = http
+        .post(format!("{base}/v1/tasks/{id}/shadow"))
+        .json(&json!({"strategy": "v2"}))
+        .send()
+        .await
+        .expect("shadow");
+    assert_eq!(started.status(), 201);
+    let copy: Value = started.json().await.expect("json");
+    assert_eq!(copy["metadata"][SHADOW_OF], id);
+    assert_eq!(copy["strategy"], "v2");
+    assert_eq!(copy["goal"], "deploy build 42");
+    let copy_id = copy["id"].as_str().expect("id").to_string();
+    let again = http
+        .post(format!("{base}/v1/tasks/{copy_id}/shadow"))
+        .json(&json!({"strategy": "v2"}))
+        .send()
+        .await
+        .expect("shadow of shadow");
+    assert_eq!(again.status(), 409);
+    let both: Value = http
+        .get(format!("{base}/v1/tasks/{copy_id}/shadow"))
+        .send()
+        .await
+        .expect("compare")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(both["original"]["id"], id);
+    assert_eq!(both["shadow"]["id"], copy_id);
+    assert_eq!(both["original"]["strategy"], "v1");
+    let not_shadow = http
+        .get(format!("{base}/v1/tasks/{id}/shadow"))
+        .send()
+        .await
+        .expect("compare");
+    assert_eq!(not_shadow.status(), 404);
+    let _ = stop.send(());
+    let _ = server.await;
+}

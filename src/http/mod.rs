@@ -23,6 +23,7 @@ pub mod ledger;
 pub mod plan_diff;
 pub mod plans;
 pub mod rollout;
+pub mod shadow;
 pub mod stats;
 pub mod tasks;
 pub mod tools;

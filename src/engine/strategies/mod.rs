@@ -40,6 +40,7 @@ use crate::domain::task::TaskStatus;
 pub mod one_shot;
 pub mod reactive;
 pub mod v1;
+pub mod wiring;
 
 pub use one_shot::OneShotEngine;
 pub use reactive::ReactiveEngine;
