@@ -7,6 +7,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
+mod common;
+
 fn run_eval(out: &std::path::Path) -> (String, Value) {
     let output = Command::new(env!("CARGO_BIN_EXE_cairn"))
         .args([
@@ -183,4 +185,33 @@ fn cairn_eval_runs_the_small_suite_and_reports_it() {
     let svg = std::fs::read_to_string(dir.path().join("chart.svg")).expect("chart.svg");
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     assert!(svg.contains("v2") && svg.contains("one_shot"));
+}
+
+#[tokio::test]
+async fn cairn_eval_runs_on_postgres_too() {
+    let pg = common::TestPg::create().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let params = cairn::eval::runner::EvalParams {
+        suite: "suites/small".into(),
+        strategies: cairn::eval::runner::parse_strategies("reactive,v2").expect("strategies"),
+        repeat: 1,
+        out: dir.path().to_path_buf(),
+        database_url: Some(pg.url.clone()),
+        workers: 4,
+        progress: false,
+    };
+    let report = cairn::eval::runner::evaluate(&params).await.expect("eval");
+    assert_eq!(report.records.len(), 5 * 2);
+    let pipeline = report
+        .records
+        .iter()
+        .find(|r| r.task == "medium-data-pipeline" && r.strategy == "reactive")
+        .expect("record");
+    assert!(pipeline.verified);
+    assert!(dir.path().join("report.json").exists());
+    assert!(
+        !dir.path().join("eval.db").exists(),
+        "no SQLite file on Postgres"
+    );
+    pg.drop_database().await;
 }
