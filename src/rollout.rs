@@ -5,7 +5,8 @@
 //! - **Sticky by task id:** a task's bucket is a hash of its id (0..100); it runs on v2 when the
 //!   bucket is below the percentage. The same task always lands in the same bucket, and a
 //!   resumed task keeps the engine its checkpoint belongs to even if the percentage moved.
-//! - **Gate on evidence:** raising reads `v2_regressions` from the evaluation report
+//! - **Gate on evidence:** raising reads `rollout_regressions` (tasks v1 solved and the
+//!   candidate did not; `v2_regressions` in reports without it) from the evaluation report
 //!   (`report.json` written by `cairn eval`, path `CAIRN_EVAL_REPORT`). A missing or unreadable
 //!   report refuses too: no evidence is not a clean bill. Lowering is always allowed.
 //! - The split counters are this process's (each replica reports its own routing).
@@ -150,14 +151,17 @@ impl Rollout {
     }
 }
 
-/// The tasks some strategy solved and v2 did not, from a `cairn eval` report.
+/// The regressions that block a rollout increase, from a `cairn eval` report: its
+/// `rollout_regressions` (tasks v1 solved and the candidate did not) when present, else its
+/// `v2_regressions` (tasks any strategy solved and v2 did not).
 pub fn v2_regressions(path: &Path) -> Result<Vec<String>, RolloutError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| RolloutError::NoEvaluation(format!("{}: {e}", path.display())))?;
     let report: Value = serde_json::from_str(&text)
         .map_err(|e| RolloutError::NoEvaluation(format!("{}: {e}", path.display())))?;
     let list = report
-        .get("v2_regressions")
+        .get("rollout_regressions")
+        .or_else(|| report.get("v2_regressions"))
         .and_then(Value::as_array)
         .ok_or_else(|| {
             RolloutError::NoEvaluation(format!("{}: no v2_regressions", path.display()))

@@ -179,6 +179,17 @@ fn cairn_eval_runs_the_small_suite_and_reports_it() {
         );
     }
 
+    // The rollout gate's view: tasks v1 solved and the candidate (auto) did not.
+    assert_eq!(report["rollout_candidate"], "auto");
+    for task in report["rollout_regressions"]
+        .as_array()
+        .expect("rollout_regressions")
+    {
+        let task = task.as_str().unwrap();
+        assert_eq!(record(&report, task, "v1")["verified"], true);
+        assert_eq!(record(&report, task, "auto")["verified"], false);
+    }
+
     let md = std::fs::read_to_string(dir.path().join("report.md")).expect("report.md");
     assert!(md.contains("| medium-data-pipeline | medium |"), "{md}");
     assert!(md.contains("simulated"));

@@ -171,8 +171,14 @@ pub struct Report {
     /// task -> strategy -> (verified runs, runs, mean tokens).
     pub per_task: BTreeMap<String, BTreeMap<String, (u32, u32, f64)>>,
     pub regressions: Vec<Regression>,
-    /// Tasks some other strategy solved and v2 did not (what blocks a rollout increase).
+    /// Tasks some other strategy solved and v2 did not.
     pub v2_regressions: Vec<String>,
+    /// What blocks a rollout increase: tasks the incumbent `v1` solved and the candidate did
+    /// not. The candidate is `auto` (what the rollout routes: the gate, then v2) when it was
+    /// evaluated, else `v2`. Empty when `v1` was not evaluated.
+    pub rollout_regressions: Vec<String>,
+    /// The strategy `rollout_regressions` judged.
+    pub rollout_candidate: Option<String>,
     pub records: Vec<Record>,
 }
 
@@ -241,6 +247,16 @@ impl Report {
             .map(|r| r.task.clone())
             .collect();
         v2_regressions.dedup();
+        let rollout_candidate = ["auto", "v2"]
+            .into_iter()
+            .find(|c| names.iter().any(|n| n == c))
+            .filter(|_| names.iter().any(|n| n == "v1"))
+            .map(str::to_string);
+        let rollout_regressions: Vec<String> = regressions
+            .iter()
+            .filter(|r| r.solved_by == "v1" && Some(&r.failed_by) == rollout_candidate.as_ref())
+            .map(|r| r.task.clone())
+            .collect();
         Report {
             simulated: true,
             suite: suite.name.clone(),
@@ -253,6 +269,8 @@ impl Report {
             per_task,
             regressions,
             v2_regressions,
+            rollout_regressions,
+            rollout_candidate,
             records: records.to_vec(),
         }
     }
