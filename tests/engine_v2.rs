@@ -503,12 +503,14 @@ async fn every_repair_level_is_reached_and_a_repeated_fingerprint_escalates() {
         "args": {"path": "c/config.py", "find": "db.url", "replace": "db.dsn", "n": n}})
     };
     model.reply("tactical", "m2", 1, steps(vec![config_edit(1)]), 1_000);
-    // L1 proposes exactly what already failed (other id, same tool and args): escalate to L2.
+    // L1 may retry the same step once (a transient fault); proposing it yet again (other id,
+    // same tool and args) repeats a fingerprint and escalates to L2.
     let mut same = config_edit(1);
     same["id"] = json!("retry");
-    model.reply("tactical", "m2", 2, steps(vec![same]), 1_000);
-    model.reply("tactical", "m2", 3, steps(vec![config_edit(3)]), 1_000);
+    model.reply("tactical", "m2", 2, steps(vec![same.clone()]), 1_000);
+    model.reply("tactical", "m2", 3, steps(vec![same]), 1_000);
     model.reply("tactical", "m2", 4, steps(vec![config_edit(4)]), 1_000);
+    model.reply("tactical", "m2", 5, steps(vec![config_edit(5)]), 1_000);
     // L3: a plan dropping the finished m1 is refused; the next keeps it and adds m2b.
     model.reply("strategic", "", 2, json!({"milestones": [
         {"id": "m2b", "title": "Patch C and its script", "depends_on": [], "effort": 2, "tools": ["edit_file"],
@@ -562,13 +564,14 @@ async fn every_repair_level_is_reached_and_a_repeated_fingerprint_escalates() {
         levels,
         [
             "retry_step",
+            "retry_step",
             "replan_milestone",
             "replan_milestone",
             "replan_strategy"
         ]
     );
     assert_eq!(
-        repairs[1].1, "retry_step",
+        repairs[2].1, "retry_step",
         "the repeated fingerprint escalated"
     );
     assert!(
@@ -594,6 +597,7 @@ async fn every_repair_level_is_reached_and_a_repeated_fingerprint_escalates() {
         reasons,
         [
             "initial",
+            "retry_step",
             "replan_milestone",
             "replan_milestone",
             "replan_strategy"
@@ -607,7 +611,7 @@ async fn every_repair_level_is_reached_and_a_repeated_fingerprint_escalates() {
     assert_eq!(tools.calls("search").len(), 1, "m1 was not redone");
     assert_eq!(
         tools.calls("edit_file").len(),
-        5,
+        6,
         "the repeated proposal never ran"
     );
 }

@@ -16,6 +16,7 @@ use tokio::sync::Mutex;
 use crate::domain::event::NewEvent;
 use crate::domain::ledger::{Ledger, LedgerMovement};
 use crate::domain::plan::Plan;
+use crate::domain::repair::RepairHistory;
 use crate::domain::task::TaskStatus;
 use crate::engine::{Applied, EngineError, Halt, RunContext};
 use crate::store::{Change, NewArtifact, NewLedgerEntry, NewPlanVersion};
@@ -73,13 +74,10 @@ pub struct Metrics {
     pub repairs_replan_strategy: u32,
 }
 
-/// Repair bookkeeping for one milestone.
+/// The repairs of one milestone as the report shows them (the ladder's own bookkeeping is
+/// [`TaskState::ladder`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct RepairHistory {
-    pub retry_step: u32,
-    pub replan_milestone: u32,
-    /// Fingerprints of every step list proposed for this milestone.
-    pub fingerprints: Vec<String>,
+pub struct RepairLog {
     /// Levels in the order they were taken (`retry_step`, `replan_milestone`, ...).
     pub levels: Vec<String>,
 }
@@ -115,7 +113,7 @@ pub struct MilestoneRun {
     pub failure: Option<Failure>,
     /// Short record of what was tried and observed, fed back to the tactical planner.
     pub observations: Vec<Value>,
-    pub repairs: RepairHistory,
+    pub repairs: RepairLog,
     pub spend: Spend,
     /// Checks evaluated so far (part of each check call's idempotency key).
     pub check_runs: u32,
@@ -148,6 +146,9 @@ pub struct TaskState {
     /// Artifacts by milestone, then by name.
     pub artifacts: BTreeMap<String, BTreeMap<String, Value>>,
     pub metrics: Metrics,
+    /// The repair ladder's attempts and tried fingerprints (the domain's record).
+    #[serde(default)]
+    pub ladder: RepairHistory,
     pub strategic_calls: u32,
     pub strategy_replans: u32,
     /// State of the direct act loop, when the gate chose it.

@@ -402,6 +402,7 @@ async fn replan_strategy(
     cx.journal
         .record(|state| {
             state.strategy_replans += 1;
+            state.ladder.replan_strategy += 1;
             Ok((checkpoint::Record::default(), ()))
         })
         .await?;

@@ -13,7 +13,7 @@ use super::context::Cx;
 use super::executor::{self, StepOutcome};
 use super::ledger;
 use super::monitor::{self, CheckCause, MILESTONE_STARTED};
-use super::repair::{self, Level};
+use super::repair::{self, Level, Rung};
 use super::tactical::{self, Ask, Planned};
 use crate::domain::plan::MilestoneStatus;
 use crate::engine::Halt;
@@ -102,8 +102,8 @@ pub async fn run(cx: &Cx, milestone_id: &str, resumed: bool) -> Result<Milestone
             match tactical::plan_steps(cx, milestone_id, ask, failure.as_ref()).await? {
                 Planned::Steps { .. } => {}
                 Planned::Exhausted { unit } => return Ok(MilestoneEnd::Exhausted { unit }),
-                Planned::Repeated { fingerprint } => {
-                    let floor = match ask {
+                Planned::Repeated { fingerprint, to } => {
+                    let from = match ask {
                         Ask::RetryStep => Level::RetryStep,
                         _ => Level::ReplanMilestone,
                     };
@@ -121,7 +121,11 @@ pub async fn run(cx: &Cx, milestone_id: &str, resumed: bool) -> Result<Milestone
                         ),
                         ..failure
                     };
-                    if let Some(end) = escalate(cx, milestone_id, failure, Some(floor)).await? {
+                    let rung = Rung::Forced {
+                        level: to,
+                        from: Some(from),
+                    };
+                    if let Some(end) = escalate(cx, milestone_id, failure, rung).await? {
                         return Ok(end);
                     }
                     continue;
@@ -134,8 +138,11 @@ pub async fn run(cx: &Cx, milestone_id: &str, resumed: bool) -> Result<Milestone
                         executor: false,
                         seq: None,
                     };
-                    let floor = Some(Level::ReplanMilestone);
-                    if let Some(end) = escalate(cx, milestone_id, failure, floor).await? {
+                    let rung = Rung::Forced {
+                        level: Level::ReplanStrategy,
+                        from: Some(Level::ReplanMilestone),
+                    };
+                    if let Some(end) = escalate(cx, milestone_id, failure, rung).await? {
                         return Ok(end);
                     }
                     continue;
@@ -160,8 +167,11 @@ pub async fn run(cx: &Cx, milestone_id: &str, resumed: bool) -> Result<Milestone
             StepOutcome::Exhausted { unit } => return Ok(MilestoneEnd::Exhausted { unit }),
             StepOutcome::Stale { failure } => {
                 // Only a new strategy can route around a tool that is gone.
-                let floor = Some(Level::ReplanMilestone);
-                if let Some(end) = escalate(cx, milestone_id, failure, floor).await? {
+                let rung = Rung::Forced {
+                    level: Level::ReplanStrategy,
+                    from: None,
+                };
+                if let Some(end) = escalate(cx, milestone_id, failure, rung).await? {
                     return Ok(end);
                 }
                 continue;
@@ -190,7 +200,8 @@ pub async fn run(cx: &Cx, milestone_id: &str, resumed: bool) -> Result<Milestone
                 }
             }
         };
-        let (level, failure) = repair::start(cx, milestone_id, failure, pressure, None).await?;
+        let rung = Rung::Decide { pressure };
+        let (level, failure) = repair::start(cx, milestone_id, failure, rung).await?;
         if let Some(end) = settle(cx, milestone_id, level, failure).await? {
             return Ok(end);
         }
@@ -232,15 +243,14 @@ async fn fraction(cx: &Cx, milestone_id: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Climbs past `floor` after a repeated or unusable proposal.
+/// Takes an already decided rung (after a repeated or unusable proposal, or a stale plan).
 async fn escalate(
     cx: &Cx,
     milestone_id: &str,
     failure: Failure,
-    floor: Option<Level>,
+    rung: Rung,
 ) -> Result<Option<MilestoneEnd>, Halt> {
-    let pressure = fraction(cx, milestone_id).await >= cx.config.pressure_frac;
-    let (level, failure) = repair::start(cx, milestone_id, failure, pressure, floor).await?;
+    let (level, failure) = repair::start(cx, milestone_id, failure, rung).await?;
     settle(cx, milestone_id, level, failure).await
 }
 

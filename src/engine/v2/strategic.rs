@@ -186,11 +186,7 @@ fn install(
         run.pending_repair = None;
         run.next_step = 0;
         run.outcome = None;
-        // A new strategy gives its milestones a fresh ladder; fingerprints stay, so a step
-        // list already tried is still not tried again.
-        run.repairs.levels.clear();
-        run.repairs.retry_step = 0;
-        run.repairs.replan_milestone = 0;
+        run.pressured = false;
     }
     state.plan = Some(plan);
     state.phase = Phase::Execute;

@@ -12,8 +12,10 @@ use super::checkpoint::{Failure, Record};
 use super::context::{Cx, brief};
 use super::ledger;
 use super::ports::Purpose;
+use super::repair::Level;
 use crate::domain::fingerprint::of_steps;
 use crate::domain::plan::{Step, StepList, StepStatus};
+use crate::domain::repair::{ProposalVerdict, RepairLevel};
 use crate::domain::validate::{PlanLimits, StepError, feedback, validate_steps};
 use crate::engine::Halt;
 
@@ -37,6 +39,14 @@ pub enum Ask {
 }
 
 impl Ask {
+    pub fn repair_level(self) -> Option<RepairLevel> {
+        match self {
+            Ask::Initial => None,
+            Ask::RetryStep => Some(RepairLevel::RetryStep),
+            Ask::ReplanMilestone => Some(RepairLevel::ReplanMilestone),
+        }
+    }
+
     pub fn level(self) -> Option<&'static str> {
         match self {
             Ask::Initial => None,
@@ -53,9 +63,10 @@ pub enum Planned {
     Steps {
         fingerprint: String,
     },
-    /// The proposal repeats one already tried: escalate instead of executing it.
+    /// The proposal repeats one already tried: escalate to `to` instead of executing it.
     Repeated {
         fingerprint: String,
+        to: Level,
     },
     /// Every proposal, re-asks included, was invalid or unusable.
     Unusable {
@@ -148,10 +159,8 @@ pub async fn plan_steps(
         };
         let transient =
             matches!(&asked.reply, Err(e) if e.kind != super::ports::FailureKind::InvalidOutput);
-        let fp = parsed.as_ref().ok().map(|steps| of_steps(steps).0);
-        let repeated = fp
-            .as_ref()
-            .is_some_and(|fp| ask != Ask::Initial && run.repairs.fingerprints.contains(fp));
+        let fp = parsed.as_ref().ok().map(|steps| of_steps(steps));
+        let limits = super::repair::limits(&cx.config);
         let (_, outcome) = cx
             .journal
             .record(|state| {
@@ -165,7 +174,18 @@ pub async fn plan_steps(
                 )?;
                 let exhausted = charged.and_then(|c| c.exhausted);
                 state.run_mut(milestone_id).tactical_calls = attempt;
-                let outcome = match (&parsed, fp) {
+                // The ladder judges a repair proposal: new ones are executed, repeats escalate.
+                let verdict = match (&fp, ask.repair_level()) {
+                    (Some(fp), Some(level)) => {
+                        state.ladder.propose(milestone_id, level, fp.clone(), &limits)
+                    }
+                    (Some(fp), None) => {
+                        state.ladder.record_steps(milestone_id, fp.clone());
+                        ProposalVerdict::Accept
+                    }
+                    (None, _) => ProposalVerdict::Accept,
+                };
+                let outcome = match (&parsed, fp.map(|f| f.0)) {
                     (Err(reason), _) => {
                         if !transient {
                             state.metrics.step_lists_invalid += 1;
@@ -177,16 +197,21 @@ pub async fn plan_steps(
                         );
                         None
                     }
-                    (Ok(_), Some(fp)) if repeated => {
+                    (Ok(_), Some(fp)) if verdict != ProposalVerdict::Accept => {
+                        let to = match verdict {
+                            ProposalVerdict::Escalate { to } => Level::of(to),
+                            _ => Level::GiveUp,
+                        };
                         record.push(
                             STEPS_REFUSED,
                             json!({"milestone": milestone_id, "attempt": attempt,
-                                   "repeated_fingerprint": fp, "level": ask.level()}),
+                                   "repeated_fingerprint": fp, "level": ask.level(),
+                                   "escalate_to": to}),
                         );
-                        Some(Planned::Repeated { fingerprint: fp })
+                        Some(Planned::Repeated { fingerprint: fp, to })
                     }
                     (Ok(steps), Some(fp)) => {
-                        attach(state, milestone_id, ask, failure, steps.clone(), &fp);
+                        attach(state, milestone_id, ask, failure, steps.clone());
                         record.push(
                             STEPS_PLANNED,
                             json!({"milestone": milestone_id, "attempt": attempt,
@@ -227,7 +252,6 @@ fn attach(
     ask: Ask,
     failure: Option<&Failure>,
     mut steps: Vec<Step>,
-    fingerprint: &str,
 ) {
     let Some(milestone) = state
         .plan
@@ -259,5 +283,4 @@ fn attach(
     run.generation += 1;
     run.next_step = keep;
     run.needs_steps = false;
-    run.repairs.fingerprints.push(fingerprint.to_string());
 }
