@@ -13,7 +13,8 @@
 //! which adds a tactical call, a check and a ledger return per step.
 //!
 //! usage: `cargo bench --bench orchestration -- [TASKS] [STEPS] [CONCURRENCY] [SHAPE]`, or the
-//! env variables `TASKS`, `STEPS`, `CONCURRENCY`, `SHAPE` (defaults 200 8 8 one_milestone).
+//! env variables `TASKS`, `STEPS`, `CONCURRENCY`, `SHAPE` (defaults 200 8 8 one_milestone);
+//! `KEEP_DB=1` keeps the benchmark's database instead of dropping it.
 //! Prints one line in the peers' format on stdout (details on stderr). It asserts that the
 //! work was done (every task succeeded with N steps), never anything about speed.
 
@@ -121,5 +122,10 @@ async fn main() {
 
     stack.shutdown().await;
     observer.close().await;
-    db.drop_database().await;
+    // KEEP_DB=1 keeps the database for a look at the rows the run wrote.
+    if std::env::var_os("KEEP_DB").is_some() {
+        eprintln!("cairn orchestration: kept database {}", db.name);
+    } else {
+        db.drop_database().await;
+    }
 }
