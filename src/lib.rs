@@ -12,11 +12,15 @@
 //!    one to an [`engine::Engine`]. The reaper requeues expired leases, also at start-up, so
 //!    tasks of a crashed process resume by themselves. [`server`] ties store, reaper, pool and
 //!    HTTP into the `cairn serve` lifecycle, including graceful shutdown.
-//! 5. The engine decides (gate), plans ([`domain`] holds plans as typed, validated data), and
-//!    executes by calling models through [`llm`] and tools through [`tools`]; every transition
-//!    is an event committed with the state it describes.
+//! 5. The engine (`engine::v2`) decides (gate), plans ([`domain`] holds plans, checks, the
+//!    ledger and the repair ladder as pure, typed data), and executes by calling models through
+//!    [`llm`] and tools through [`tools`]; every transition is an event committed with the state
+//!    it describes. `engine::strategies` holds the baselines it is measured against.
 //! 6. [`sim`] serves a scripted OpenAI-compatible model and tool endpoints for tests, the demo
 //!    and the evaluation; everything it produces is labelled as simulated.
+//! 7. [`eval`] runs task suites through every strategy side by side and runs shadow copies of
+//!    real tasks against sandboxed tools; [`rollout`] sends a sticky share of `auto` tasks to v2
+//!    and refuses to raise it while the latest evaluation shows a regression.
 
 pub mod app;
 pub mod clock;
