@@ -115,6 +115,9 @@ pub struct Config {
     pub rollout_percent: u8,
     /// The `cairn eval` report.json a rollout increase is checked against.
     pub eval_report: Option<PathBuf>,
+    /// The planning engine's settings: reserve share, repair threshold and limits, parallel
+    /// milestones per task, the gate's direct-route thresholds.
+    pub engine: crate::engine::v2::V2Config,
     /// Model endpoints by purpose: `gate`, `strategic`, `tactical`, `verifier`. Missing purposes
     /// use `default`; with no endpoint at all, cairn runs against its built-in simulator.
     pub llm: BTreeMap<String, LlmEndpoint>,
@@ -140,6 +143,7 @@ impl Default for Config {
             tools_file: None,
             rollout_percent: 100,
             eval_report: None,
+            engine: crate::engine::v2::V2Config::default(),
             llm: BTreeMap::new(),
         }
     }
@@ -164,6 +168,9 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_TOOLS_FILE", "tools_file"),
     ("CAIRN_ROLLOUT_PERCENT", "rollout_percent"),
     ("CAIRN_EVAL_REPORT", "eval_report"),
+    ("CAIRN_ENGINE_RESERVE_FRAC", "engine.reserve_frac"),
+    ("CAIRN_ENGINE_REPAIR_AT", "engine.pressure_frac"),
+    ("CAIRN_ENGINE_MAX_PARALLEL", "engine.max_parallel"),
 ];
 
 impl Config {
@@ -295,6 +302,15 @@ impl Config {
                 self.rollout_percent = parse(name, value, "a percentage 0..=100")?
             }
             "CAIRN_EVAL_REPORT" => self.eval_report = Some(PathBuf::from(value)),
+            "CAIRN_ENGINE_RESERVE_FRAC" => {
+                self.engine.reserve_frac = parse(name, value, "a fraction 0..0.9")?
+            }
+            "CAIRN_ENGINE_REPAIR_AT" => {
+                self.engine.pressure_frac = parse(name, value, "a fraction in (0, 1]")?
+            }
+            "CAIRN_ENGINE_MAX_PARALLEL" => {
+                self.engine.max_parallel = parse(name, value, "a whole number")?
+            }
             _ => {}
         }
         Ok(())
@@ -306,6 +322,33 @@ impl Config {
             name: name.to_string(),
             message,
         };
+        let engine = &self.engine;
+        if !(0.0..=0.9).contains(&engine.reserve_frac) {
+            return Err(invalid(
+                "engine.reserve_frac (CAIRN_ENGINE_RESERVE_FRAC)",
+                format!("must be within 0..=0.9, got {}", engine.reserve_frac),
+            ));
+        }
+        if !(engine.pressure_frac > 0.0 && engine.pressure_frac <= 1.0) {
+            return Err(invalid(
+                "engine.pressure_frac (CAIRN_ENGINE_REPAIR_AT)",
+                format!("must be within (0, 1], got {}", engine.pressure_frac),
+            ));
+        }
+        if engine.max_parallel == 0 || engine.max_parallel > 64 {
+            return Err(invalid(
+                "engine.max_parallel (CAIRN_ENGINE_MAX_PARALLEL)",
+                format!("must be 1..=64, got {}", engine.max_parallel),
+            ));
+        }
+        if !(0.0..=1.0).contains(&engine.direct_min_success)
+            || !(0.0..=1.0).contains(&engine.direct_success_prior)
+        {
+            return Err(invalid(
+                "engine.direct_min_success / engine.direct_success_prior",
+                "must be within 0..=1".into(),
+            ));
+        }
         if self.rollout_percent > 100 {
             return Err(invalid(
                 "rollout_percent (CAIRN_ROLLOUT_PERCENT)",
@@ -478,6 +521,31 @@ mod tests {
                 "{shown}"
             );
         }
+    }
+
+    #[test]
+    fn engine_settings_from_file_and_env_are_checked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("cairn.toml");
+        std::fs::write(&path, "[engine]\nmax_parallel = 2\nmax_retry_step = 1\n").expect("write");
+        let config =
+            Config::load(Some(&path), env(&[("CAIRN_ENGINE_REPAIR_AT", "0.75")])).expect("valid");
+        assert_eq!(
+            (
+                config.engine.max_parallel,
+                config.engine.max_retry_step,
+                config.engine.pressure_frac
+            ),
+            (2, 1, 0.75)
+        );
+        let error = Config::load(None, env(&[("CAIRN_ENGINE_RESERVE_FRAC", "1.5")])).unwrap_err();
+        assert!(
+            error.to_string().contains("CAIRN_ENGINE_RESERVE_FRAC"),
+            "{error}"
+        );
+        std::fs::write(&path, "[engine]\nmax_paralel = 2\n").expect("write");
+        let error = Config::load(Some(&path), env(&[])).unwrap_err();
+        assert!(error.to_string().contains("max_paralel"), "{error}");
     }
 
     #[test]

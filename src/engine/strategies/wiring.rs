@@ -38,9 +38,14 @@ pub fn engine(
         ShadowTools::new(&clients.tools, Some(receipts), clock).map_err(|e| e.to_string())?,
     );
     Ok(Arc::new(ShadowRouted {
-        real: matrix(models.clone(), tools, rollout),
+        real: matrix(models.clone(), tools, rollout, &config.engine),
         // A shadow runs the strategy it was given; `auto` there means the gate and v2.
-        shadow: matrix(models, sandboxed, Arc::new(Rollout::default())),
+        shadow: matrix(
+            models,
+            sandboxed,
+            Arc::new(Rollout::default()),
+            &config.engine,
+        ),
     }))
 }
 
@@ -48,12 +53,13 @@ fn matrix(
     models: Arc<dyn ModelPort>,
     tools: Arc<dyn ToolPort>,
     rollout: Arc<Rollout>,
+    settings: &V2Config,
 ) -> Arc<dyn Engine> {
     let inner: Arc<dyn Engine> = Arc::new(ByStrategy {
         v2: Arc::new(V2Engine::new(
             models.clone(),
             tools.clone(),
-            V2Config::default(),
+            settings.clone(),
         )),
         fallback: Arc::new(MinimalEngine::default()),
     });

@@ -52,7 +52,9 @@ use report::Ending;
 use runner::MilestoneEnd;
 
 /// The engine's knobs; defaults are the seeds' numbers.
-#[derive(Debug, Clone, PartialEq)]
+/// The engine's settings; `[engine]` in the config file, a few also as `CAIRN_ENGINE_*`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct V2Config {
     /// Share of each unit held back for repair.
     pub reserve_frac: f64,
