@@ -12,17 +12,13 @@ use cairn::engine::strategies::{BaselineConfig, OneShotEngine, Ports, ReactiveEn
 use cairn::engine::v2::ports::Purpose;
 use cairn::engine::v2::{V2Config, V2Engine};
 use cairn::store::Store;
-use cairn::store::sqlite::SqliteStore;
 use engine_fakes::*;
 use serde_json::json;
 
 const WORKED_GOAL: &str = "Rename config key db.url to db.dsn in services A, B, C";
 
 async fn store() -> (common::TestSqlite, Arc<dyn Store>) {
-    let file = common::TestSqlite::create();
-    let store = SqliteStore::open(&file.path).await.expect("open sqlite");
-    store.migrate().await.expect("migrate");
-    (file, Arc::new(store))
+    common::sqlite_store().await
 }
 
 fn ports(model: &Arc<FakeModel>, tools: &Arc<FakeTools>) -> Ports {

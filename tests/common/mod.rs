@@ -64,3 +64,13 @@ impl TestSqlite {
         TestSqlite { dir, path }
     }
 }
+
+/// A migrated SQLite store on a fresh temp file; keep the guard alive as long as the store.
+pub async fn sqlite_store() -> (TestSqlite, std::sync::Arc<dyn cairn::store::Store>) {
+    let file = TestSqlite::create();
+    let store = cairn::store::sqlite::SqliteStore::open(&file.path)
+        .await
+        .expect("open sqlite");
+    cairn::store::Store::migrate(&store).await.expect("migrate");
+    (file, std::sync::Arc::new(store))
+}
