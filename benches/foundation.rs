@@ -89,6 +89,7 @@ async fn main() {
         .env("CAIRN_DATABASE_URL", &db_url)
         .env("CAIRN_LISTEN_ADDR", format!("127.0.0.1:{port}"))
         .env("CAIRN_WORKERS", "8")
+        .env("CAIRN_TEST_MINIMAL_ENGINE", "true")
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::null())

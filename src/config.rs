@@ -5,45 +5,13 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-/// A value that must never reach a log, an event, an error or an API response.
-#[derive(Clone, PartialEq, Eq, Deserialize, Default)]
-#[serde(transparent)]
-pub struct Secret(String);
+pub use crate::llm::LlmEndpoint;
+pub use crate::secret::Secret;
 
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-    /// The only way to read the value: at the point where it is sent.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-
-impl Serialize for Secret {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str("[redacted]")
-    }
-}
+mod sections;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -65,17 +33,6 @@ pub enum LogFormat {
     #[default]
     Text,
     Json,
-}
-
-/// One model endpoint: any OpenAI-compatible `/v1/chat/completions` server.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct LlmEndpoint {
-    /// Base URL up to and excluding `/v1/chat/completions`, e.g. `http://127.0.0.1:8000`.
-    pub base_url: String,
-    #[serde(default)]
-    pub api_key: Secret,
-    pub model: String,
 }
 
 /// The full configuration of `cairn serve` (and of the other subcommands that need a store).
@@ -111,13 +68,17 @@ pub struct Config {
     pub log_format: LogFormat,
     /// Tool registry file (TOML); none means no tools beyond the simulator's.
     pub tools_file: Option<PathBuf>,
-    /// Share of `auto` tasks that run on v2 (the rest on v1), 0..=100; see [`crate::rollout`].
+    /// Share of `auto` tasks that run on v2 (the rest on v1), 0..=100; see the engine's rollout module.
     pub rollout_percent: u8,
     /// The `cairn eval` report.json a rollout increase is checked against.
     pub eval_report: Option<PathBuf>,
+    /// Test-only: tasks carrying the minimal engine's tuning metadata (`engine_steps`) run on
+    /// that scripted engine, so lifecycle tests can drive leases and crashes through the real
+    /// binary cheaply. Off by default; never set it in production. Clients cannot reach it.
+    pub test_minimal_engine: bool,
     /// The planning engine's settings: reserve share, repair threshold and limits, parallel
     /// milestones per task, the gate's direct-route thresholds.
-    pub engine: crate::engine::v2::V2Config,
+    pub engine: crate::domain::settings::EngineSettings,
     /// Model endpoints by purpose: `gate`, `strategic`, `tactical`, `verifier`. Missing purposes
     /// use `default`; with no endpoint at all, cairn runs against its built-in simulator.
     pub llm: BTreeMap<String, LlmEndpoint>,
@@ -143,7 +104,8 @@ impl Default for Config {
             tools_file: None,
             rollout_percent: 100,
             eval_report: None,
-            engine: crate::engine::v2::V2Config::default(),
+            test_minimal_engine: false,
+            engine: crate::domain::settings::EngineSettings::default(),
             llm: BTreeMap::new(),
         }
     }
@@ -168,6 +130,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_TOOLS_FILE", "tools_file"),
     ("CAIRN_ROLLOUT_PERCENT", "rollout_percent"),
     ("CAIRN_EVAL_REPORT", "eval_report"),
+    ("CAIRN_TEST_MINIMAL_ENGINE", "test_minimal_engine"),
     ("CAIRN_ENGINE_RESERVE_FRAC", "engine.reserve_frac"),
     ("CAIRN_ENGINE_REPAIR_AT", "engine.pressure_frac"),
     ("CAIRN_ENGINE_MAX_PARALLEL", "engine.max_parallel"),
@@ -255,7 +218,7 @@ impl Config {
             what: &str,
         ) -> Result<T, ConfigError>
         where
-            T::Err: fmt::Display,
+            T::Err: std::fmt::Display,
         {
             value
                 .trim()
@@ -302,6 +265,9 @@ impl Config {
                 self.rollout_percent = parse(name, value, "a percentage 0..=100")?
             }
             "CAIRN_EVAL_REPORT" => self.eval_report = Some(PathBuf::from(value)),
+            "CAIRN_TEST_MINIMAL_ENGINE" => {
+                self.test_minimal_engine = parse(name, value, "true or false")?
+            }
             "CAIRN_ENGINE_RESERVE_FRAC" => {
                 self.engine.reserve_frac = parse(name, value, "a fraction 0..0.9")?
             }

@@ -22,18 +22,18 @@
 //!    real tasks against sandboxed tools; [`rollout`] sends a sticky share of `auto` tasks to v2
 //!    and refuses to raise it while the latest evaluation shows a regression.
 
-pub mod app;
 pub mod clock;
 pub mod config;
 pub mod domain;
 pub mod engine;
-pub mod error;
 pub mod eval;
 pub mod http;
 pub mod llm;
-pub mod rollout;
+pub mod schema;
+pub mod secret;
 pub mod server;
 pub mod sim;
 pub mod store;
 pub mod tools;
+pub mod wiring;
 pub mod worker;

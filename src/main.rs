@@ -71,7 +71,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Openapi => {
-            print!("{}", cairn::app::openapi_json());
+            print!("{}", cairn::http::openapi_json());
             ExitCode::SUCCESS
         }
         Command::Serve { config } => run(config, |config| async move {
@@ -143,7 +143,7 @@ fn eval(
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()?;
-        runtime.block_on(cairn::eval::runner::evaluate(&params))?;
+        runtime.block_on(cairn::wiring::eval::evaluate(&params))?;
         Ok(())
     })();
     match result {

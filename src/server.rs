@@ -22,7 +22,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::store::{self, Backend, Store, StoreError};
-use crate::worker::{PoolParams, Reaper, ReaperParams, WorkerPool, process_worker_id};
+use crate::worker::{Reaper, ReaperParams, WorkerPool, process_worker_id};
 
 /// Prefix of the line that announces the bound address.
 pub const LISTENING_PREFIX: &str = "cairn: listening on http://";
@@ -45,7 +45,7 @@ pub enum ServeError {
 
 /// Opens and migrates the configured store; what `cairn migrate` does and `serve` starts with.
 pub async fn open_migrated(config: &Config) -> Result<Arc<dyn Store>, ServeError> {
-    let store = store::open(config).await?;
+    let store = store::open(&config.store()).await?;
     store.migrate().await?;
     if store.backend() == Backend::Sqlite {
         println!(
@@ -62,13 +62,13 @@ pub async fn serve(
     config: Config,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
-    let rollout = Arc::new(crate::rollout::Rollout::new(
+    let rollout = Arc::new(crate::engine::rollout::Rollout::new(
         config.rollout_percent,
         config.eval_report.clone(),
     ));
     let shared = rollout.clone();
     let planning = move |config: &Config, store: Arc<dyn Store>| {
-        crate::engine::strategies::wiring::engine(config, store, shared).map_err(ServeError::Engine)
+        crate::wiring::engine(config, store, shared).map_err(ServeError::Engine)
     };
     serve_with(config, planning, shutdown, rollout).await
 }
@@ -79,7 +79,7 @@ pub async fn serve_with(
     config: Config,
     make_engine: impl FnOnce(&Config, Arc<dyn Store>) -> Result<Arc<dyn Engine>, ServeError>,
     shutdown: impl Future<Output = ()> + Send,
-    rollout: Arc<crate::rollout::Rollout>,
+    rollout: Arc<crate::engine::rollout::Rollout>,
 ) -> Result<(), ServeError> {
     let store = open_migrated(&config).await?;
     let engine = make_engine(&config, store.clone())?;
@@ -101,7 +101,7 @@ pub async fn serve_with(
         clock: clock.clone(),
         interval: Duration::from_millis(config.reaper_interval_ms),
     });
-    let pool = WorkerPool::start(PoolParams::from_config(
+    let pool = WorkerPool::start(crate::wiring::pool_params(
         &config,
         store.clone(),
         engine,
@@ -134,11 +134,11 @@ impl Http {
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         config: Config,
-        rollout: Arc<crate::rollout::Rollout>,
+        rollout: Arc<crate::engine::rollout::Rollout>,
     ) -> Http {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let state = crate::app::AppState::new(store, clock, config).with_rollout(rollout);
-        let handle = tokio::spawn(crate::app::serve(listener, state, async move {
+        let state = crate::http::AppState::new(store, clock, &config).with_rollout(rollout);
+        let handle = tokio::spawn(crate::http::serve(listener, state, async move {
             let _ = stopped.await;
         }));
         Http { stop, handle }

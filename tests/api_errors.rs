@@ -460,12 +460,12 @@ mod fuzz {
     fn fuzz(db: Db) {
         let runtime = tokio::runtime::Runtime::new().expect("runtime");
         let store = runtime.block_on(db.store());
-        let state = cairn::app::AppState::new(
+        let state = cairn::http::AppState::new(
             store.clone(),
             std::sync::Arc::new(cairn::clock::SystemClock),
             test_config(),
         );
-        let router = cairn::app::router(state);
+        let router = cairn::http::router(state);
         let config = ProptestConfig {
             cases: 200,
             failure_persistence: None,

@@ -328,7 +328,7 @@ async fn health_readiness_and_the_served_document() {
     assert!(header(&document, "content-type").starts_with("application/json"));
     assert_eq!(
         document.text().await.expect("text"),
-        cairn::app::openapi_json()
+        cairn::http::openapi_json()
     );
 
     server.shutdown().await;

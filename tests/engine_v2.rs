@@ -7,9 +7,10 @@ mod engine_fakes;
 
 use std::sync::Arc;
 
+use cairn::domain::settings::EngineSettings;
 use cairn::domain::task::{Strategy, TaskStatus};
-use cairn::engine::v2::ports::Purpose;
-use cairn::engine::v2::{V2Config, V2Engine};
+use cairn::engine::runtime::ports::Purpose;
+use cairn::engine::v2::V2Engine;
 use cairn::store::Store;
 use engine_fakes::*;
 use serde_json::{Value, json};
@@ -21,7 +22,7 @@ async fn store() -> (common::TestSqlite, Arc<dyn Store>) {
 }
 
 fn engine(model: &Arc<FakeModel>, tools: &Arc<FakeTools>) -> V2Engine {
-    V2Engine::new(model.clone(), tools.clone(), V2Config::default())
+    V2Engine::new(model.clone(), tools.clone(), EngineSettings::default())
 }
 
 /// Sum of token entries of `kind` for `milestone` (None: task level).

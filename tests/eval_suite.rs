@@ -211,7 +211,7 @@ async fn cairn_eval_runs_on_postgres_too() {
         workers: 4,
         progress: false,
     };
-    let report = cairn::eval::runner::evaluate(&params).await.expect("eval");
+    let report = cairn::wiring::eval::evaluate(&params).await.expect("eval");
     assert_eq!(report.records.len(), 5 * 2);
     let pipeline = report
         .records

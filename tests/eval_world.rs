@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use cairn::domain::task::{DEFAULT_TENANT, NewTask, Strategy};
-use cairn::engine::v2::ports::{ModelCall, ModelPort, Purpose, ToolCall, ToolPort};
+use cairn::engine::runtime::ports::{ModelCall, ModelPort, Purpose, ToolCall, ToolPort};
 use cairn::eval::suite::{Category, Suite, SuiteError};
 use cairn::eval::world::{META_KEY, World};
 use cairn::store::Store;

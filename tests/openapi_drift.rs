@@ -1,4 +1,4 @@
-//! `openapi/openapi.json` is the committed output of `cairn::app::openapi_json()`, which is
+//! `openapi/openapi.json` is the committed output of `cairn::http::openapi_json()`, which is
 //! generated from the routes themselves. This test fails when the two differ, so the published
 //! document can never drift from the code.
 
@@ -14,7 +14,7 @@ fn committed_path() -> PathBuf {
 
 #[test]
 fn committed_document_matches_the_code() {
-    let generated = cairn::app::openapi_json();
+    let generated = cairn::http::openapi_json();
     let path = committed_path();
     if std::env::var_os("CAIRN_UPDATE_OPENAPI").is_some() {
         std::fs::write(&path, &generated).expect("write openapi/openapi.json");
@@ -42,7 +42,7 @@ fn committed_document_matches_the_code() {
 #[test]
 fn document_describes_every_route_and_problem_bodies() {
     let document: serde_json::Value =
-        serde_json::from_str(&cairn::app::openapi_json()).expect("valid JSON");
+        serde_json::from_str(&cairn::http::openapi_json()).expect("valid JSON");
     let paths = document["paths"].as_object().expect("paths");
     for (path, methods) in [
         ("/v1/tasks", &["get", "post"][..]),

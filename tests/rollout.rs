@@ -9,10 +9,11 @@ use std::sync::Arc;
 
 use cairn::clock::SystemClock;
 use cairn::config::Config;
+use cairn::domain::settings::EngineSettings;
 use cairn::domain::task::{Strategy, TaskStatus};
-use cairn::engine::strategies::with_baselines;
-use cairn::engine::v2::{V2Config, V2Engine};
-use cairn::rollout::{Arm, Rollout, RolloutError};
+use cairn::engine::baselines::BaselineConfig;
+use cairn::engine::dispatch::{Dispatch, Engines};
+use cairn::engine::rollout::{Arm, Rollout, RolloutError};
 use cairn::store::Store;
 use cairn::store::sqlite::SqliteStore;
 use engine_fakes::*;
@@ -85,7 +86,8 @@ fn the_committed_default_report_blocks_a_raise() {
         env!("CARGO_MANIFEST_DIR"),
         "/suites/default/report/report.json"
     );
-    let regressions = cairn::rollout::v2_regressions(std::path::Path::new(path)).expect("report");
+    let regressions =
+        cairn::engine::rollout::v2_regressions(std::path::Path::new(path)).expect("report");
     assert!(!regressions.is_empty());
     let rollout = Rollout::new(10, Some(path.into()));
     assert!(matches!(
@@ -102,14 +104,14 @@ async fn the_api_refuses_a_raise_with_409_and_stats_show_the_split() {
     let report = report_with(&["medium-x"]);
     let rollout = Arc::new(Rollout::new(25, Some(report.path().to_path_buf())));
     let state =
-        cairn::app::AppState::new(Arc::new(store), Arc::new(SystemClock), Config::default())
+        cairn::http::AppState::new(Arc::new(store), Arc::new(SystemClock), Config::default())
             .with_rollout(rollout.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("addr"));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(cairn::app::serve(listener, state, async move {
+    let server = tokio::spawn(cairn::http::serve(listener, state, async move {
         let _ = stopped.await;
     }));
     let http = reqwest::Client::new();
@@ -190,15 +192,18 @@ async fn auto_tasks_run_on_the_arm_they_drew() {
             1_000,
         );
         let rollout = Arc::new(Rollout::new(percent, None));
-        let v2 = Arc::new(V2Engine::new(
-            model.clone(),
-            tools.clone(),
-            V2Config::default(),
-        ));
-        let engine = with_baselines(v2, Some((model.clone(), tools.clone())), rollout.clone());
+        let engines = || {
+            Engines::new(
+                model.clone(),
+                tools.clone(),
+                EngineSettings::default(),
+                BaselineConfig::default(),
+            )
+        };
+        let engine = Dispatch::new(engines(), engines(), rollout.clone());
         let task = run_task(
             store.clone(),
-            engine.as_ref(),
+            &engine,
             goal,
             Strategy::Auto,
             budget(200_000),

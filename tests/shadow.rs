@@ -12,11 +12,17 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::routing::post;
 use cairn::clock::SystemClock;
+use cairn::domain::settings::EngineSettings;
+use cairn::domain::task::SHADOW_OF;
 use cairn::domain::task::{DEFAULT_TENANT, NewTask, Strategy, Task, TaskStatus};
-use cairn::engine::strategies::{BaselineConfig, Ports, ReactiveEngine};
-use cairn::engine::v2::adapters::ClientTools;
+use cairn::engine::baselines::BaselineConfig;
+use cairn::engine::dispatch::{Dispatch, Engines};
+use cairn::engine::rollout::Rollout;
+use cairn::engine::runtime::adapters::ClientTools;
+use cairn::engine::runtime::ports::ToolPort;
+use cairn::engine::runtime::sandbox::ShadowTools;
 use cairn::engine::{Engine, RunContext, RunOutcome, StopSignal};
-use cairn::eval::shadow::{SHADOW_OF, ShadowRouted, ShadowTools, side_by_side, start_shadow};
+use cairn::eval::shadow::{side_by_side, start_shadow};
 use cairn::store::Store;
 use cairn::store::sqlite::SqliteStore;
 use cairn::tools::{MemoryReceipts, ToolClient, ToolRegistry, ToolSpec};
@@ -159,18 +165,19 @@ async fn a_shadow_run_sends_side_effects_only_to_the_sandbox() {
             .expect("shadow tools"),
     );
     assert!(shadow_tools.refused().contains("notify"));
-    let engine = ShadowRouted {
-        real: Arc::new(ReactiveEngine::new(Ports {
-            models: model.clone(),
-            tools: real_tools,
-            config: BaselineConfig::default(),
-        })),
-        shadow: Arc::new(ReactiveEngine::new(Ports {
-            models: model.clone(),
-            tools: shadow_tools,
-            config: BaselineConfig::default(),
-        })),
+    let engines = |tools: Arc<dyn ToolPort>| {
+        Engines::new(
+            model.clone(),
+            tools,
+            EngineSettings::default(),
+            BaselineConfig::default(),
+        )
     };
+    let engine = Dispatch::new(
+        engines(real_tools),
+        engines(shadow_tools),
+        Arc::new(Rollout::default()),
+    );
 
     // The real task touches the real world.
     let created = store
@@ -254,7 +261,7 @@ async fn the_api_starts_a_shadow_copy_and_compares_it() {
     let store = SqliteStore::open(&file.path).await.expect("open");
     store.migrate().await.expect("migrate");
     let store: Arc<dyn Store> = Arc::new(store);
-    let state = cairn::app::AppState::new(
+    let state = cairn::http::AppState::new(
         store.clone(),
         Arc::new(SystemClock),
         cairn::config::Config::default(),
@@ -264,7 +271,7 @@ async fn the_api_starts_a_shadow_copy_and_compares_it() {
         .expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("addr"));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(cairn::app::serve(listener, state, async move {
+    let server = tokio::spawn(cairn::http::serve(listener, state, async move {
         let _ = stopped.await;
     }));
     let http = reqwest::Client::new();

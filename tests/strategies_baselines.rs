@@ -7,10 +7,11 @@ mod engine_fakes;
 
 use std::sync::Arc;
 
+use cairn::domain::settings::EngineSettings;
 use cairn::domain::task::{Strategy, TaskStatus};
-use cairn::engine::strategies::{BaselineConfig, OneShotEngine, Ports, ReactiveEngine, V1Engine};
-use cairn::engine::v2::ports::Purpose;
-use cairn::engine::v2::{V2Config, V2Engine};
+use cairn::engine::baselines::{BaselineConfig, OneShotEngine, Ports, ReactiveEngine, V1Engine};
+use cairn::engine::runtime::ports::Purpose;
+use cairn::engine::v2::V2Engine;
 use cairn::store::Store;
 use engine_fakes::*;
 use serde_json::json;
@@ -94,7 +95,7 @@ async fn v1_discards_progress_where_v2_keeps_it_on_the_worked_example() {
     let model = Arc::new(FakeModel::default());
     let tools = Arc::new(FakeTools::default());
     script_worked_example(&model);
-    let v2 = V2Engine::new(model.clone(), tools.clone(), V2Config::default());
+    let v2 = V2Engine::new(model.clone(), tools.clone(), EngineSettings::default());
     let task = run_task(
         store.clone(),
         &v2,

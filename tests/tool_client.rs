@@ -378,7 +378,7 @@ async fn get_v1_tools_lists_the_registry() {
     let db = common::TestSqlite::create();
     let store = SqliteStore::open(&db.path).await.expect("open sqlite");
     store.migrate().await.expect("migrate");
-    let state = cairn::app::AppState::new(
+    let state = cairn::http::AppState::new(
         Arc::new(store),
         Arc::new(SystemClock),
         cairn::config::Config::default(),
@@ -389,7 +389,7 @@ async fn get_v1_tools_lists_the_registry() {
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let api = tokio::spawn(cairn::app::serve(listener, state, async move {
+    let api = tokio::spawn(cairn::http::serve(listener, state, async move {
         let _ = stopped.await;
     }));
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
-use cairn::engine::v2::ports::{
+use cairn::engine::runtime::ports::{
     FailureKind, ModelCall, ModelPort, ModelReply, PortError, Purpose, ToolCall, ToolPort,
     ToolReply, ToolSpec,
 };

@@ -11,14 +11,16 @@ use std::time::{Duration, Instant};
 
 use cairn::clock::{Clock, SystemClock};
 use cairn::config::{Config, Secret};
+use cairn::domain::settings::EngineSettings;
 use cairn::domain::task::{Budget, DEFAULT_TENANT, NewTask, Strategy, TaskId};
 use cairn::engine::Engine;
+use cairn::engine::baselines::BaselineConfig;
+use cairn::engine::dispatch::{Dispatch, Engines};
 use cairn::engine::minimal::MinimalEngine;
-use cairn::engine::v2::ports::{ModelPort, ToolPort};
-use cairn::engine::v2::select::ByStrategy;
-use cairn::engine::v2::{V2Config, V2Engine};
+use cairn::engine::rollout::Rollout;
+use cairn::engine::runtime::ports::{ModelPort, ToolPort};
 use cairn::store::Store;
-use cairn::worker::{PoolParams, Reaper, ReaperParams, WorkerPool, process_worker_id};
+use cairn::worker::{Reaper, ReaperParams, WorkerPool, process_worker_id};
 use sqlx::Connection;
 
 /// A database created for one benchmark run, dropped by [`BenchDb::drop_database`].
@@ -98,17 +100,25 @@ impl Stack {
         models: Arc<dyn ModelPort>,
         tools: Arc<dyn ToolPort>,
     ) -> Stack {
-        let engine: Arc<dyn Engine> = Arc::new(ByStrategy {
-            v2: Arc::new(V2Engine::new(models, tools, V2Config::default())),
-            fallback: Arc::new(MinimalEngine::default()),
-        });
+        let engines = || {
+            Engines::new(
+                models.clone(),
+                tools.clone(),
+                EngineSettings::default(),
+                BaselineConfig::default(),
+            )
+        };
+        let engine: Arc<dyn Engine> = Arc::new(
+            Dispatch::new(engines(), engines(), Arc::new(Rollout::default()))
+                .with_test_engine(Arc::new(MinimalEngine::default())),
+        );
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let reaper = Reaper::start(ReaperParams {
             store: store.clone(),
             clock: clock.clone(),
             interval: Duration::from_millis(config.reaper_interval_ms),
         });
-        let pool = WorkerPool::start(PoolParams::from_config(
+        let pool = WorkerPool::start(cairn::wiring::pool_params(
             config,
             store.clone(),
             engine,

@@ -20,5 +20,6 @@ pub mod gate;
 pub mod ledger;
 pub mod plan;
 pub mod repair;
+pub mod settings;
 pub mod task;
 pub mod validate;

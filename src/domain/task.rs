@@ -11,6 +11,9 @@ pub type TaskId = Uuid;
 /// The tenant every task belongs to until API keys map requests to tenants.
 pub const DEFAULT_TENANT: &str = "default";
 
+/// Metadata key of a shadow copy: the id of the task it copies (a shadow run).
+pub const SHADOW_OF: &str = "shadow_of";
+
 /// Where a task is in its life. Terminal statuses never change again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]

@@ -26,9 +26,11 @@ use crate::clock::Clock;
 use crate::domain::task::{Lease, Task, TaskStatus};
 use crate::store::{Change, Commit, Store, StoreError};
 
-pub mod direct;
+pub mod baselines;
+pub mod dispatch;
 pub mod minimal;
-pub mod strategies;
+pub mod rollout;
+pub mod runtime;
 pub mod v2;
 
 /// Why the pool asks an engine to stop. `Run` means carry on.

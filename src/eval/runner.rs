@@ -1,10 +1,11 @@
 //! `cairn eval`: the experiment matrix through the real service path.
 //!
-//! In one process: a store (a fresh SQLite file under the output directory, or the Postgres
-//! database given), the worker pool running the real engines, the HTTP API on 127.0.0.1:0,
-//! and the simulated [`World`] as the model and tool endpoints. Every (task, strategy,
-//! repeat) is submitted with `POST /v1/tasks` and followed with `GET /v1/tasks/{id}` until
-//! it is terminal; then the world's acceptance check decides verified success.
+//! The composition root starts, in one process, a store ([`open_store`]:
+//! a fresh SQLite file under the output directory, or the Postgres database given), the worker
+//! pool running the one engine dispatch, the HTTP API on 127.0.0.1:0, and the simulated
+//! [`World`] as the model and tool endpoints. [`drive`] then submits every (task, strategy,
+//! repeat) with `POST /v1/tasks` and follows it with `GET /v1/tasks/{id}` until it is terminal;
+//! the world's acceptance check decides verified success, and [`conclude`] writes the reports.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -12,21 +13,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::report::Record;
 use super::suite::{Suite, SuiteError};
 use super::world::{META_KEY, World};
-use crate::clock::{Clock, SystemClock};
-use crate::config::Config;
 use crate::domain::task::{Strategy, Task};
-use crate::engine::strategies::{BaselineConfig, OneShotEngine, Ports, ReactiveEngine, V1Engine};
-use crate::engine::v2::{V2Config, V2Engine};
-use crate::engine::{Engine, EngineError, RunContext, RunOutcome};
 use crate::store::{Store, StoreError};
-use crate::worker::{PoolParams, WorkerPool};
 
 /// What `cairn eval` was asked to do.
 #[derive(Debug, Clone)]
@@ -70,42 +64,6 @@ pub fn parse_strategies(list: &str) -> Result<Vec<Strategy>, EvalError> {
         .collect()
 }
 
-/// The engines of the matrix behind one dispatcher, all talking to the same world.
-pub struct MatrixEngine {
-    one_shot: OneShotEngine,
-    reactive: ReactiveEngine,
-    v1: V1Engine,
-    v2: V2Engine,
-}
-
-impl MatrixEngine {
-    pub fn new(world: Arc<World>) -> Self {
-        let ports = Ports {
-            models: world.clone(),
-            tools: world.clone(),
-            config: BaselineConfig::default(),
-        };
-        MatrixEngine {
-            one_shot: OneShotEngine::new(ports.clone()),
-            reactive: ReactiveEngine::new(ports.clone()),
-            v1: V1Engine::new(ports),
-            v2: V2Engine::new(world.clone(), world, V2Config::default()),
-        }
-    }
-}
-
-#[async_trait]
-impl Engine for MatrixEngine {
-    async fn run(&self, ctx: RunContext) -> Result<RunOutcome, EngineError> {
-        match ctx.task.strategy {
-            Strategy::OneShot => self.one_shot.run(ctx).await,
-            Strategy::Reactive => self.reactive.run(ctx).await,
-            Strategy::V1 => self.v1.run(ctx).await,
-            Strategy::V2 | Strategy::Direct | Strategy::Auto => self.v2.run(ctx).await,
-        }
-    }
-}
-
 /// One submitted run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Submitted {
@@ -115,43 +73,9 @@ struct Submitted {
     id: uuid::Uuid,
 }
 
-/// Runs the matrix and returns one record per run (the reports are written by the caller).
-pub async fn run(params: &EvalParams) -> Result<(Suite, Vec<Record>), EvalError> {
-    let suite = Suite::load(&params.suite)?;
-    std::fs::create_dir_all(&params.out).map_err(|e| EvalError::Io(e.to_string()))?;
-    let store = open_store(params).await?;
-    let world = Arc::new(World::new(Arc::new(suite.clone()), store.clone()));
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let pool = WorkerPool::start(PoolParams {
-        store: store.clone(),
-        engine: Arc::new(MatrixEngine::new(world.clone())),
-        clock: clock.clone(),
-        worker_id: "cairn-eval".into(),
-        workers: params.workers.max(1),
-        lease_ttl: Duration::from_secs(30),
-        heartbeat: Duration::from_secs(5),
-        poll_interval: Duration::from_millis(50),
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| EvalError::Io(e.to_string()))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| EvalError::Io(e.to_string()))?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let state = crate::app::AppState::new(store.clone(), clock, Config::default());
-    let http = tokio::spawn(crate::app::serve(listener, state, async move {
-        let _ = stopped.await;
-    }));
-    let base = format!("http://{addr}");
-    let outcome = drive(params, &suite, &world, &store, &base).await;
-    let _ = stop.send(());
-    pool.shutdown(Duration::from_secs(5)).await;
-    let _ = tokio::time::timeout(Duration::from_secs(5), http).await;
-    outcome.map(|records| (suite, records))
-}
-
-async fn open_store(params: &EvalParams) -> Result<Arc<dyn Store>, EvalError> {
+/// Opens the evaluation's store: the Postgres database given, or a fresh SQLite file under
+/// the output directory; migrated.
+pub async fn open_store(params: &EvalParams) -> Result<Arc<dyn Store>, EvalError> {
     let store: Arc<dyn Store> = match &params.database_url {
         Some(url) => Arc::new(crate::store::postgres::PgStore::connect(url, 8).await?),
         None => {
@@ -166,7 +90,9 @@ async fn open_store(params: &EvalParams) -> Result<Arc<dyn Store>, EvalError> {
     Ok(store)
 }
 
-async fn drive(
+/// Submits every (task, strategy, repeat) to the service at `base` and follows each run
+/// until it is terminal; the world's acceptance check decides verified success.
+pub async fn drive(
     params: &EvalParams,
     suite: &Suite,
     world: &World,
@@ -279,11 +205,14 @@ pub fn write_reports(
     Ok(markdown)
 }
 
-/// `cairn eval` end to end: runs the matrix, writes the reports, prints the summary.
-pub async fn evaluate(params: &EvalParams) -> Result<super::report::Report, EvalError> {
-    let (suite, records) = run(params).await?;
-    let report = super::report::Report::build(&suite, &params.strategies, params.repeat, &records);
-    write_reports(&params.out, &suite, params, &records)?;
+/// Builds the report from the records, writes it under `out` and prints the summary.
+pub fn conclude(
+    params: &EvalParams,
+    suite: &Suite,
+    records: &[Record],
+) -> Result<super::report::Report, EvalError> {
+    let report = super::report::Report::build(suite, &params.strategies, params.repeat, records);
+    write_reports(&params.out, suite, params, records)?;
     if params.progress {
         println!("\n{}", report.markdown());
         println!(

@@ -32,7 +32,7 @@ use sha2::{Digest, Sha256};
 
 use super::suite::{FaultKind, Suite, SuiteTask, TaskStep, fact_refs};
 use crate::domain::task::{DEFAULT_TENANT, TaskId};
-use crate::engine::v2::ports::{
+use crate::engine::runtime::ports::{
     FailureKind, ModelCall, ModelPort, ModelReply, PortError, Purpose, ToolCall, ToolPort,
     ToolReply, ToolSpec,
 };

@@ -6,7 +6,7 @@
 
 use uuid::Uuid;
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 const PREFIX: &str = "c1.";
 

@@ -28,11 +28,11 @@ use tokio::sync::watch;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use crate::app::{AppState, ShutdownSignal};
 use crate::domain::event::{Event, kinds};
-use crate::error::{ApiError, Problem};
+use crate::http::error::{ApiError, Problem};
 use crate::http::extract::{ApiPath, ApiQuery, parse_task_id};
 use crate::http::tasks::find_task;
+use crate::http::{AppState, ShutdownSignal};
 use crate::store::{Store, Wakeup};
 
 /// Rows read per query while replaying or catching up.
@@ -92,7 +92,7 @@ pub async fn task_events(
 ) -> Result<Response, ApiError> {
     let id = parse_task_id(&id)?;
     let after = start_after(&headers, query.after.as_deref())?;
-    let max = state.config.max_page_size;
+    let max = state.settings.max_page_size;
     let limit = query.limit.unwrap_or(DEFAULT_EVENT_PAGE.min(max));
     if !(1..=max).contains(&limit) {
         return Err(ApiError::InvalidParameter(format!(
@@ -108,7 +108,7 @@ pub async fn task_events(
     if task.status.is_terminal() && after >= task.last_seq {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
-    let poll = Duration::from_millis(state.config.poll_interval_ms);
+    let poll = Duration::from_millis(state.settings.poll_interval_ms);
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + poll, poll);
     // A slow reader must not come back to a burst of stale ticks.
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -127,7 +127,7 @@ pub async fn task_events(
         Some((Ok::<_, Infallible>(to_sse(&event)), follow))
     });
     let keep_alive = KeepAlive::new()
-        .interval(Duration::from_millis(state.config.sse_keepalive_ms))
+        .interval(Duration::from_millis(state.settings.sse_keepalive_ms))
         .text("keep-alive");
     let mut response = Sse::new(stream).keep_alive(keep_alive).into_response();
     // Reverse proxies must not buffer a live stream.

@@ -10,7 +10,7 @@ use axum::http::request::Parts;
 use axum::http::{Method, StatusCode, Uri};
 use serde::de::DeserializeOwned;
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// `axum::Json` with problem rejections.
 #[derive(Debug, Clone, Copy, Default)]

@@ -13,8 +13,8 @@ use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::app::AppState;
-use crate::error::{ApiError, Problem};
+use crate::http::AppState;
+use crate::http::error::{ApiError, Problem};
 use crate::store::Backend;
 
 /// A stuck database must not hang the probe.

@@ -8,7 +8,7 @@ use axum::http::HeaderMap;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 pub const HEADER: &str = "idempotency-key";
 /// Longer keys are refused: a UUID or a short hash is plenty.

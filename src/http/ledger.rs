@@ -13,9 +13,9 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::app::AppState;
 use crate::domain::ledger::{Ledger, LedgerMovement, MovementKind, PerUnit, Unit};
-use crate::error::{ApiError, Problem};
+use crate::http::AppState;
+use crate::http::error::{ApiError, Problem};
 use crate::http::extract::{ApiPath, parse_task_id};
 use crate::http::tasks::find_task;
 use crate::store::LedgerEntry;

@@ -1,5 +1,5 @@
 //! HTTP resources, one file per resource, each handler documented with `#[utoipa::path]` and
-//! registered through `utoipa_axum::routes!` in [`crate::app`], so the OpenAPI document is
+//! registered through `utoipa_axum::routes!` in [`router`], so the OpenAPI document is
 //! generated from the very routes that serve requests and cannot drift from them.
 //!
 //! - [`tasks`]: submit (with `Idempotency-Key`), read, list (keyset pages), cancel;
@@ -15,6 +15,7 @@
 //! requests to tenants.
 
 pub mod cursor;
+pub mod error;
 pub mod events;
 pub mod extract;
 pub mod health;
@@ -23,7 +24,12 @@ pub mod ledger;
 pub mod plan_diff;
 pub mod plans;
 pub mod rollout;
+pub mod router;
 pub mod shadow;
+pub mod state;
 pub mod stats;
 pub mod tasks;
 pub mod tools;
+
+pub use router::{openapi, openapi_json, router, serve};
+pub use state::{AppState, HttpSettings, ShutdownSignal};

@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 
-use crate::app::AppState;
 use crate::domain::diff::{PlanDiff, diff_values};
-use crate::error::{ApiError, Problem};
+use crate::http::AppState;
+use crate::http::error::{ApiError, Problem};
 use crate::http::extract::ApiPath;
 use crate::http::plans::find_plan_version;
 

@@ -6,8 +6,8 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::app::AppState;
-use crate::error::{ApiError, Problem};
+use crate::http::AppState;
+use crate::http::error::{ApiError, Problem};
 use crate::http::extract::{ApiPath, parse_task_id};
 use crate::http::tasks::find_task;
 use crate::store::PlanVersionRecord;

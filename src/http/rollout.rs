@@ -2,17 +2,17 @@
 //!
 //! Raising the share is refused (409) while the latest evaluation report shows a v2
 //! regression, or when there is no report to check; lowering is always allowed (rolling back
-//! must never be blocked). See [`crate::rollout`].
+//! must never be blocked). See [`crate::engine::rollout`].
 
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::app::AppState;
-use crate::error::{ApiError, Problem};
+use crate::engine::rollout::{RolloutError, RolloutSplit};
+use crate::http::AppState;
+use crate::http::error::{ApiError, Problem};
 use crate::http::extract::ApiJson;
-use crate::rollout::{RolloutError, RolloutSplit};
 
 /// The requested share of `auto` tasks on v2.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

@@ -9,10 +9,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::app::AppState;
+use crate::domain::task::SHADOW_OF;
 use crate::domain::task::{DEFAULT_TENANT, Strategy, Task};
-use crate::error::{ApiError, Problem};
-use crate::eval::shadow::{SHADOW_OF, side_by_side, start_shadow};
+use crate::eval::shadow::{side_by_side, start_shadow};
+use crate::http::AppState;
+use crate::http::error::{ApiError, Problem};
 use crate::http::extract::{ApiJson, ApiPath, parse_task_id};
 use crate::http::tasks::find_task;
 

@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::app::AppState;
 use crate::domain::task::{DEFAULT_TENANT, Task};
-use crate::error::ApiError;
+use crate::http::AppState;
+use crate::http::error::ApiError;
 use crate::store::TaskQuery;
 
 /// How many recent tasks the statistics cover.
@@ -47,7 +47,7 @@ pub struct Stats {
     /// Repairs by level.
     pub repairs: BTreeMap<String, u64>,
     /// The v2 rollout: the share of `auto` tasks on v2 and this process's routing counts.
-    pub rollout: Option<crate::rollout::RolloutSplit>,
+    pub rollout: Option<crate::engine::rollout::RolloutSplit>,
 }
 
 /// One routed task, for the gate's audit lists.
@@ -76,7 +76,7 @@ pub struct GateStats {
 async fn recent_v2_tasks(state: &AppState) -> Result<Vec<Task>, ApiError> {
     let mut out = Vec::new();
     let mut before = None;
-    let page = state.config.max_page_size.max(1);
+    let page = state.settings.max_page_size.max(1);
     let mut seen = 0usize;
     while seen < WINDOW {
         let query = TaskQuery {

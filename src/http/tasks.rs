@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::app::AppState;
 use crate::domain::task::{Budget, DEFAULT_TENANT, NewTask, Strategy, Task, TaskStatus};
-use crate::error::{ApiError, Problem};
+use crate::http::AppState;
+use crate::http::error::{ApiError, Problem};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery, parse_task_id};
 use crate::http::{cursor, idempotency};
 use crate::store::{CancelOutcome, IdempotencyClaim, TaskQuery};
@@ -239,7 +239,7 @@ pub async fn list_tasks(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<ListTasksQuery>,
 ) -> Result<Json<TaskPage>, ApiError> {
-    let max = state.config.max_page_size;
+    let max = state.settings.max_page_size;
     let limit = query.limit.unwrap_or(DEFAULT_PAGE_SIZE.min(max));
     if !(1..=max).contains(&limit) {
         return Err(ApiError::InvalidParameter(format!(

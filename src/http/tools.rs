@@ -8,7 +8,7 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::app::AppState;
+use crate::http::AppState;
 use crate::tools::ToolSpec;
 
 /// Every registered tool, sorted by name.

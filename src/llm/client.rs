@@ -9,12 +9,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::endpoint::LlmEndpoint;
 use super::error::LlmError;
 use super::output::parse_and_validate;
 use super::retry::{RetryPolicy, parse_retry_after};
 use super::{Purpose, Usage, headers, wire};
-use crate::config::LlmEndpoint;
-use crate::tools::schema::truncate;
+use crate::schema::truncate;
 
 /// One chat message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

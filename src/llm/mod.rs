@@ -16,10 +16,11 @@
 //! Every call carries `X-Cairn-Purpose` and `X-Cairn-Task` (and, when relevant,
 //! `X-Cairn-Milestone` and `X-Cairn-Attempt`): for observability, and because the simulator
 //! matches scripted replies on them. A model per purpose comes from configuration
-//! ([`Endpoints`]); the API key is held as a [`crate::config::Secret`] and is read only when the
+//! ([`Endpoints`]); the API key is held as a [`crate::secret::Secret`] and is read only when the
 //! `Authorization` header is built: it never reaches a log line, an error or an event.
 
 pub mod client;
+pub mod endpoint;
 pub mod error;
 pub mod output;
 pub mod retry;
@@ -27,6 +28,7 @@ pub mod usage;
 mod wire;
 
 pub use client::{ChatMessage, ChatRequest, Completion, Endpoints, LlmClient, OutputSchema};
+pub use endpoint::LlmEndpoint;
 pub use error::{FailureClass, LlmError};
 pub use retry::RetryPolicy;
 pub use usage::Usage;

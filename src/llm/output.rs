@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use crate::tools::schema;
+use crate::schema;
 
 /// The outcome of checking an answer: the value, or the messages saying what is wrong.
 pub fn parse_and_validate(text: &str, output_schema: &Value) -> Result<Value, Vec<String>> {

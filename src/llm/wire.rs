@@ -93,5 +93,5 @@ pub(crate) fn error_message(body: &str) -> String {
             .or_else(|| value.get("detail"))
             .and_then(|m| m.as_str().map(str::to_string))
     });
-    crate::tools::schema::truncate(message.as_deref().unwrap_or(body).trim(), 300)
+    crate::schema::truncate(message.as_deref().unwrap_or(body).trim(), 300)
 }

@@ -24,7 +24,6 @@ pub mod llm;
 pub mod scenario;
 pub mod state;
 pub mod tools;
-pub mod wiring;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -37,7 +36,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
-use crate::config::{LlmEndpoint, Secret};
+use crate::llm::LlmEndpoint;
+use crate::secret::Secret;
 use crate::tools::{RegistryError, ToolRegistry, ToolSpec};
 pub use scenario::{Scenario, ScenarioError};
 pub use state::{SimState, SimStats};

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::llm::Purpose;
-use crate::tools::schema;
+use crate::schema;
 
 /// The model name the simulator answers with unless a scenario sets another.
 pub const SIM_MODEL: &str = "cairn-sim";

@@ -18,7 +18,8 @@ use super::faults;
 use super::scenario::{FaultKind, ToolRule, args_match};
 use super::state::SimState;
 use crate::llm::headers;
-use crate::tools::{client, schema};
+use crate::schema;
+use crate::tools::client;
 
 pub async fn call_tool(
     State(state): State<Arc<SimState>>,

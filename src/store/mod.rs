@@ -316,13 +316,24 @@ pub trait Store: Send + Sync + 'static {
     fn subscribe(&self) -> broadcast::Receiver<Wakeup>;
 }
 
-/// Opens the store the configuration asks for: Postgres when `database_url` is set, else the
+/// Where the store lives (the configuration composes it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreSettings {
+    /// `postgres://...` to run on Postgres; `None` runs on the embedded SQLite file.
+    pub database_url: Option<crate::secret::Secret>,
+    /// The SQLite file used when no `database_url` is set.
+    pub sqlite_path: std::path::PathBuf,
+    /// Postgres connection pool size.
+    pub max_connections: u32,
+}
+
+/// Opens the store the settings ask for: Postgres when `database_url` is set, else the
 /// embedded SQLite file. Does not migrate.
-pub async fn open(config: &crate::config::Config) -> Result<std::sync::Arc<dyn Store>, StoreError> {
-    Ok(match &config.database_url {
+pub async fn open(settings: &StoreSettings) -> Result<std::sync::Arc<dyn Store>, StoreError> {
+    Ok(match &settings.database_url {
         Some(url) => std::sync::Arc::new(
-            postgres::PgStore::connect(url.expose(), config.db_max_connections).await?,
+            postgres::PgStore::connect(url.expose(), settings.max_connections).await?,
         ),
-        None => std::sync::Arc::new(sqlite::SqliteStore::open(&config.sqlite_path).await?),
+        None => std::sync::Arc::new(sqlite::SqliteStore::open(&settings.sqlite_path).await?),
     })
 }

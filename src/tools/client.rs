@@ -12,8 +12,8 @@ use super::error::ToolError;
 use super::key::idempotency_key;
 use super::receipts::ReceiptStore;
 use super::registry::{RegisteredTool, ToolRegistry};
-use super::schema::truncate;
 use crate::clock::Clock;
+use crate::schema::truncate;
 use crate::store::NewToolReceipt;
 
 /// Header names of the tool contract.

@@ -15,7 +15,6 @@ pub mod error;
 pub mod key;
 pub mod receipts;
 pub mod registry;
-pub mod schema;
 
 pub use client::{ToolCall, ToolClient, ToolResult};
 pub use error::{ToolError, ToolFailure};

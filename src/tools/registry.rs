@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use super::schema;
+use crate::schema;
 
 /// One registered tool, as written in the registry file and shown by `GET /v1/tools`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

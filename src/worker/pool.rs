@@ -17,13 +17,12 @@ use tokio::task::JoinSet;
 
 use super::lease::{HeartbeatParams, spawn_heartbeat};
 use crate::clock::Clock;
-use crate::config::Config;
 use crate::domain::event::{NewEvent, kinds};
 use crate::domain::task::TaskStatus;
 use crate::engine::{Engine, EngineError, RunContext, RunOutcome, StopSignal};
 use crate::store::{Change, Claimed, Commit, Store, Wakeup};
 
-/// Everything a pool needs; [`PoolParams::from_config`] fills the timings from [`Config`].
+/// Everything a pool needs (the composition root fills the timings from the configuration).
 #[derive(Clone)]
 pub struct PoolParams {
     pub store: Arc<dyn Store>,
@@ -35,27 +34,6 @@ pub struct PoolParams {
     pub lease_ttl: Duration,
     pub heartbeat: Duration,
     pub poll_interval: Duration,
-}
-
-impl PoolParams {
-    pub fn from_config(
-        config: &Config,
-        store: Arc<dyn Store>,
-        engine: Arc<dyn Engine>,
-        clock: Arc<dyn Clock>,
-        worker_id: String,
-    ) -> Self {
-        Self {
-            store,
-            engine,
-            clock,
-            worker_id,
-            workers: config.workers,
-            lease_ttl: Duration::from_millis(config.lease_ttl_ms),
-            heartbeat: Duration::from_millis(config.heartbeat_ms),
-            poll_interval: Duration::from_millis(config.poll_interval_ms),
-        }
-    }
 }
 
 /// How a shutdown went.

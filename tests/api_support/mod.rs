@@ -1,4 +1,4 @@
-//! Shared by the API tests: a real `cairn::app::serve` on 127.0.0.1:0 over a fresh store, a
+//! Shared by the API tests: a real `cairn::http::serve` on 127.0.0.1:0 over a fresh store, a
 //! reqwest client, an SSE frame reader, problem assertions and fenced event appends.
 //!
 //! The store is a temp-file SQLite by default; `CAIRN_API_TEST_BACKEND=postgres` runs the same
@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use cairn::app::AppState;
 use cairn::clock::SystemClock;
 use cairn::config::Config;
 use cairn::domain::event::NewEvent;
 use cairn::domain::task::{DEFAULT_TENANT, Lease, Task, TaskStatus};
+use cairn::http::AppState;
 use cairn::store::postgres::PgStore;
 use cairn::store::sqlite::SqliteStore;
 use cairn::store::{Change, Commit, Store, TaskQuery};
@@ -69,7 +69,7 @@ pub fn test_config() -> Config {
     }
 }
 
-/// `cairn::app::serve` on an ephemeral port.
+/// `cairn::http::serve` on an ephemeral port.
 pub struct TestServer {
     pub base: String,
     pub client: reqwest::Client,
@@ -85,7 +85,7 @@ impl TestServer {
         let addr = listener.local_addr().expect("addr");
         let state = AppState::new(store, Arc::new(SystemClock), config);
         let (stop, stopped) = oneshot::channel::<()>();
-        let handle = tokio::spawn(cairn::app::serve(listener, state, async move {
+        let handle = tokio::spawn(cairn::http::serve(listener, state, async move {
             let _ = stopped.await;
         }));
         TestServer {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use cairn::clock::SystemClock;
 use cairn::domain::task::{Budget, NewTask, Strategy, Task, TaskStatus};
-use cairn::engine::v2::ports::{
+use cairn::engine::runtime::ports::{
     FailureKind, ModelCall, ModelPort, ModelReply, PortError, Purpose, ToolCall, ToolPort,
     ToolReply, ToolSpec,
 };

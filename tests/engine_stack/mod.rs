@@ -1,24 +1,25 @@
 //! The whole in-process stack for engine tests through the HTTP API: a simulator serving a
 //! scenario file, the v2 engine over the real LLM and tool clients pointed at it, a worker
-//! pool, and `cairn::app::serve` on 127.0.0.1:0, all over one fresh store.
+//! pool, and `cairn::http::serve` on 127.0.0.1:0, all over one fresh store.
 #![allow(dead_code)]
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn::app::AppState;
 use cairn::clock::{Clock, SystemClock};
 use cairn::config::Config;
-use cairn::engine::v2::adapters::{ClientTools, LlmModels};
-use cairn::engine::v2::{V2Config, V2Engine};
+use cairn::domain::settings::EngineSettings;
+use cairn::engine::runtime::adapters::{ClientTools, LlmModels};
+use cairn::engine::v2::V2Engine;
+use cairn::http::AppState;
 use cairn::llm::{Endpoints, LlmClient, RetryPolicy};
 use cairn::sim::SimServer;
 use cairn::store::Store;
 use cairn::store::postgres::PgStore;
 use cairn::store::sqlite::SqliteStore;
 use cairn::tools::{StoreReceipts, ToolClient};
-use cairn::worker::{PoolParams, WorkerPool};
+use cairn::worker::WorkerPool;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
@@ -78,14 +79,14 @@ impl Stack {
         let engine = Arc::new(V2Engine::new(
             Arc::new(LlmModels::new(llm)),
             Arc::new(ClientTools::new(tools)),
-            V2Config::default(),
+            EngineSettings::default(),
         ));
         let config = Config {
             poll_interval_ms: 100,
             workers: 2,
             ..Config::default()
         };
-        let pool = WorkerPool::start(PoolParams::from_config(
+        let pool = WorkerPool::start(cairn::wiring::pool_params(
             &config,
             store.clone(),
             engine,
@@ -98,7 +99,7 @@ impl Stack {
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let (stop, stopped) = oneshot::channel::<()>();
         let state = AppState::new(store.clone(), clock, config);
-        tokio::spawn(cairn::app::serve(listener, state, async move {
+        tokio::spawn(cairn::http::serve(listener, state, async move {
             let _ = stopped.await;
         }));
         Stack {

@@ -47,6 +47,8 @@ impl Serve {
             .env_remove("CAIRN_DATABASE_URL")
             .env_remove("CAIRN_CONFIG")
             .env("CAIRN_LISTEN_ADDR", "127.0.0.1:0")
+            // The lifecycle tests drive leases and crashes with the scripted minimal engine.
+            .env("CAIRN_TEST_MINIMAL_ENGINE", "true")
             .env("RUST_LOG", "cairn=info,warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

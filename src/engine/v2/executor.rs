@@ -10,12 +10,12 @@
 
 use serde_json::{Value, json};
 
-use super::checkpoint::{Failure, Record};
-use super::context::{Cx, brief};
-use super::ledger;
-use super::ports::{FailureKind, ToolCall};
 use crate::domain::plan::{Step, StepStatus};
 use crate::engine::Halt;
+use crate::engine::runtime::attempt::{Attempt, brief};
+use crate::engine::runtime::checkpoint::{Failure, Record};
+use crate::engine::runtime::ledger;
+use crate::engine::runtime::ports::{FailureKind, ToolCall};
 use crate::store::NewArtifact;
 
 pub const STEP_FINISHED: &str = "step.finished";
@@ -46,7 +46,7 @@ pub enum StepOutcome {
 }
 
 /// Refuses a step outside the executor contract; `Err` is the drift reason.
-pub fn check_contract(cx: &Cx, allowed: &[String], step: &Step) -> Result<(), String> {
+pub fn check_contract(cx: &Attempt, allowed: &[String], step: &Step) -> Result<(), String> {
     if !allowed.contains(&step.tool) {
         return Err(format!(
             "tool {:?} is not allowed for this milestone (allowed: {})",
@@ -79,7 +79,7 @@ pub fn check_contract(cx: &Cx, allowed: &[String], step: &Step) -> Result<(), St
 }
 
 /// Runs the next step of `milestone_id`'s current step list.
-pub async fn run_next_step(cx: &Cx, milestone_id: &str) -> Result<StepOutcome, Halt> {
+pub async fn run_next_step(cx: &Attempt, milestone_id: &str) -> Result<StepOutcome, Halt> {
     let snapshot = cx.journal.snapshot().await;
     let Some(milestone) = snapshot
         .plan
@@ -217,7 +217,7 @@ pub async fn run_next_step(cx: &Cx, milestone_id: &str) -> Result<StepOutcome, H
 }
 
 async fn record_drift(
-    cx: &Cx,
+    cx: &Attempt,
     milestone_id: &str,
     index: usize,
     step: &Step,

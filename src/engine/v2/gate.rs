@@ -10,15 +10,15 @@
 
 use serde_json::{Value, json};
 
-use super::checkpoint::Record;
-use super::context::Cx;
-use super::ledger;
-use super::ports::Purpose;
 use crate::domain::gate::{
     DirectHistory, FeatureSource, GateFeatures, GateThresholds, heuristic_features, route,
 };
 use crate::domain::task::{Strategy, TaskStatus};
 use crate::engine::Halt;
+use crate::engine::runtime::attempt::Attempt;
+use crate::engine::runtime::checkpoint::Record;
+use crate::engine::runtime::ledger;
+use crate::engine::runtime::ports::Purpose;
 use crate::store::TaskQuery;
 
 pub const GATE_DECIDED: &str = "gate.decided";
@@ -30,7 +30,7 @@ JSON {\"est_tool_calls\": int, \"touches_writes\": bool, \"targets\": int, \"goa
 pub use crate::domain::gate::Route;
 
 /// The domain gate's thresholds from the engine's settings.
-fn thresholds(config: &super::V2Config) -> GateThresholds {
+fn thresholds(config: &super::EngineSettings) -> GateThresholds {
     GateThresholds {
         max_direct_tool_calls: config.direct_max_tool_calls,
         min_direct_success: config.direct_min_success,
@@ -41,7 +41,7 @@ fn thresholds(config: &super::V2Config) -> GateThresholds {
 
 /// Decides the route of a task and records it. Strategies `direct` and `v2` force the route
 /// (recorded as such); `auto` asks the gate.
-pub async fn decide(cx: &Cx) -> Result<Route, Halt> {
+pub async fn decide(cx: &Attempt) -> Result<Route, Halt> {
     let task = cx.task().clone();
     let (route, record_value, spend) = match task.strategy {
         Strategy::Direct => (Route::Direct, json!({"source": "strategy"}), None),
@@ -90,8 +90,8 @@ pub async fn decide(cx: &Cx) -> Result<Route, Halt> {
             }
             state.gate = Some(decision.clone());
             state.phase = match route {
-                Route::Direct => super::checkpoint::Phase::Direct,
-                Route::Plan => super::checkpoint::Phase::Plan,
+                Route::Direct => crate::engine::runtime::checkpoint::Phase::Direct,
+                Route::Plan => crate::engine::runtime::checkpoint::Phase::Plan,
             };
             record.push(GATE_DECIDED, decision.clone());
             Ok((record, ()))
@@ -102,7 +102,7 @@ pub async fn decide(cx: &Cx) -> Result<Route, Halt> {
 
 /// Outcomes of this tenant's recent direct-routed tasks of goal kind `kind` (their results
 /// record the gate's decision and the status they ended with).
-async fn direct_history(cx: &Cx, kind: &str) -> DirectHistory {
+async fn direct_history(cx: &Attempt, kind: &str) -> DirectHistory {
     let ctx = cx.journal.ctx();
     let query = TaskQuery {
         status: None,

@@ -4,7 +4,7 @@
 //! The flow runs in one direction and closes only through the monitor:
 //!
 //! ```text
-//! gate --direct--> act loop (crate::engine::direct) --> goal verifier --> done
+//! gate --direct--> act loop (crate::engine::v2::direct) --> goal verifier --> done
 //!   \--plan--> strategic (validated, re-asked) --> plan v1 + ledger allocation
 //!        ready milestones in parallel (bounded) --> runner: tactical -> executor -> monitor
 //!        failing -> repair ladder (L1 retry step, L2 replan milestone, L3 replan strategy)
@@ -28,83 +28,39 @@ use super::{Engine, EngineError, Halt, RunContext, RunOutcome, StopSignal};
 use crate::domain::plan::MilestoneStatus;
 use crate::domain::task::TaskStatus;
 
-pub mod adapters;
-pub mod checkpoint;
-pub mod context;
+pub mod direct;
 pub mod executor;
 pub mod gate;
-pub mod ledger;
 pub mod monitor;
-pub mod ports;
 pub mod repair;
 pub mod report;
 pub mod runner;
-pub mod select;
 pub mod strategic;
 pub mod tactical;
 pub mod verifier;
 
-use checkpoint::{Failure, Journal, Phase, TaskState};
-use context::Cx;
+use crate::domain::settings::EngineSettings;
+use crate::engine::runtime::attempt::Attempt;
+use crate::engine::runtime::checkpoint::{EngineKind, Failure, Journal, Phase, TaskState};
+use crate::engine::runtime::ports::{ModelPort, ToolPort};
 use gate::Route;
-use ports::{ModelPort, ToolPort};
 use report::Ending;
 use runner::MilestoneEnd;
-
-/// The engine's knobs; defaults are the seeds' numbers.
-/// The engine's settings; `[engine]` in the config file, a few also as `CAIRN_ENGINE_*`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct V2Config {
-    /// Share of each unit held back for repair.
-    pub reserve_frac: f64,
-    /// Fraction of a milestone's allocation at which a failing check starts repair.
-    pub pressure_frac: f64,
-    pub max_retry_step: u32,
-    pub max_replan_milestone: u32,
-    pub max_replan_strategy: u32,
-    /// Re-asks after an invalid plan or step list.
-    pub max_reasks: u32,
-    /// Milestones of one task running at once.
-    pub max_parallel: usize,
-    pub direct_max_tool_calls: u32,
-    pub direct_min_success: f64,
-    /// Direct success rate assumed while a goal kind has too little history.
-    pub direct_success_prior: f64,
-    pub direct_min_history: u64,
-    /// Model rounds of the direct act loop.
-    pub direct_max_rounds: u32,
-}
-
-impl Default for V2Config {
-    fn default() -> Self {
-        Self {
-            reserve_frac: 0.2,
-            pressure_frac: 0.8,
-            max_retry_step: 2,
-            max_replan_milestone: 2,
-            max_replan_strategy: 1,
-            max_reasks: 2,
-            max_parallel: 4,
-            direct_max_tool_calls: 3,
-            direct_min_success: 0.9,
-            direct_success_prior: 1.0,
-            direct_min_history: 5,
-            direct_max_rounds: 4,
-        }
-    }
-}
 
 /// The v2 engine: cheap to clone, shared by every worker.
 #[derive(Clone)]
 pub struct V2Engine {
     models: Arc<dyn ModelPort>,
     tools: Arc<dyn ToolPort>,
-    config: V2Config,
+    config: EngineSettings,
 }
 
 impl V2Engine {
-    pub fn new(models: Arc<dyn ModelPort>, tools: Arc<dyn ToolPort>, config: V2Config) -> Self {
+    pub fn new(
+        models: Arc<dyn ModelPort>,
+        tools: Arc<dyn ToolPort>,
+        config: EngineSettings,
+    ) -> Self {
         Self {
             models,
             tools,
@@ -116,7 +72,7 @@ impl V2Engine {
 #[async_trait]
 impl Engine for V2Engine {
     async fn run(&self, ctx: RunContext) -> Result<RunOutcome, EngineError> {
-        let state = match TaskState::resume(ctx.state.as_ref()) {
+        let state = match TaskState::resume(ctx.state.as_ref(), EngineKind::V2) {
             Ok(state) => state,
             Err(error) => return Err(error),
         };
@@ -126,7 +82,7 @@ impl Engine for V2Engine {
             .into_iter()
             .map(|spec| (spec.name.clone(), spec))
             .collect();
-        let cx = Arc::new(Cx {
+        let cx = Arc::new(Attempt {
             journal: Journal::new(ctx, state),
             models: self.models.clone(),
             tools: self.tools.clone(),
@@ -138,21 +94,7 @@ impl Engine for V2Engine {
     }
 }
 
-impl Cx {
-    /// True when the run should stop at the next durable point.
-    pub fn stopping(&self) -> bool {
-        self.halt.load(Ordering::SeqCst) || self.journal.ctx().stop_requested().is_some()
-    }
-
-    fn stop_outcome(&self) -> RunOutcome {
-        match self.journal.ctx().stop_requested() {
-            Some(StopSignal::LeaseLost) => RunOutcome::LeaseLost,
-            _ => RunOutcome::Yielded,
-        }
-    }
-}
-
-async fn drive(cx: Arc<Cx>) -> Result<RunOutcome, Halt> {
+async fn drive(cx: Arc<Attempt>) -> Result<RunOutcome, Halt> {
     let phase = cx.journal.read(|s| s.phase).await;
     let route = match phase {
         Phase::Gate => gate::decide(&cx).await?,
@@ -163,7 +105,7 @@ async fn drive(cx: Arc<Cx>) -> Result<RunOutcome, Halt> {
         return Ok(cx.stop_outcome());
     }
     if route == Route::Direct {
-        return crate::engine::direct::run(&cx).await;
+        return crate::engine::v2::direct::run(&cx).await;
     }
     if cx.journal.read(|s| s.plan.is_none()).await
         && let strategic::Strategic::Refused { reason } = strategic::plan(&cx, None).await?
@@ -241,7 +183,7 @@ async fn drive(cx: Arc<Cx>) -> Result<RunOutcome, Halt> {
     }
 }
 
-async fn replan_allowed(cx: &Cx) -> bool {
+async fn replan_allowed(cx: &Attempt) -> bool {
     cx.journal
         .read(|s| s.strategy_replans < cx.config.max_replan_strategy)
         .await
@@ -256,7 +198,7 @@ enum Flow {
 
 /// Runs ready milestones (independent ones in parallel, at most `max_parallel`) until all are
 /// done, one fails for good, the budget runs out, or a stop is requested.
-async fn execute(cx: &Arc<Cx>) -> Result<Flow, Halt> {
+async fn execute(cx: &Arc<Attempt>) -> Result<Flow, Halt> {
     let mut resumed: BTreeSet<String> = cx
         .journal
         .read(|s| {
@@ -397,7 +339,7 @@ async fn execute(cx: &Arc<Cx>) -> Result<Flow, Halt> {
 
 /// L3: a new plan version that keeps finished work. `Some(ending)` when none could be made.
 async fn replan_strategy(
-    cx: &Cx,
+    cx: &Attempt,
     failure: &Failure,
     milestone: Option<&str>,
 ) -> Result<Option<Ending>, Halt> {
@@ -405,7 +347,7 @@ async fn replan_strategy(
         .record(|state| {
             state.strategy_replans += 1;
             state.ladder.replan_strategy += 1;
-            Ok((checkpoint::Record::default(), ()))
+            Ok((crate::engine::runtime::checkpoint::Record::default(), ()))
         })
         .await?;
     let replanned = strategic::plan(cx, Some(strategic::Replan { failure, milestone })).await?;

@@ -10,13 +10,13 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::checkpoint::{Failure, Record};
-use super::context::{Cx, brief};
-use super::ledger;
-use super::ports::{Purpose, ToolCall};
 use crate::domain::check::{Check, CheckOutcome, ExternalResult, evaluate};
 use crate::domain::plan::MilestoneStatus;
 use crate::engine::Halt;
+use crate::engine::runtime::attempt::{Attempt, brief};
+use crate::engine::runtime::checkpoint::{Failure, Record};
+use crate::engine::runtime::ledger;
+use crate::engine::runtime::ports::{Purpose, ToolCall};
 
 pub const MONITOR_DECIDED: &str = "monitor.decided";
 pub const MILESTONE_STARTED: &str = "milestone.started";
@@ -56,7 +56,7 @@ impl CheckCause {
 
 /// Evaluates `milestone_id`'s check and commits the decision. A pass also completes the
 /// milestone: status `done` and its unspent allocation returned to the reserve.
-pub async fn check(cx: &Cx, milestone_id: &str, cause: CheckCause) -> Result<Checked, Halt> {
+pub async fn check(cx: &Attempt, milestone_id: &str, cause: CheckCause) -> Result<Checked, Halt> {
     let snapshot = cx.journal.snapshot().await;
     let Some(milestone) = snapshot
         .plan
@@ -191,7 +191,7 @@ fn external_summary(external: &BTreeMap<usize, ExternalResult>) -> Value {
 
 /// Ends a milestone as failed (`failed`, or `over_budget` when the ledger ran dry).
 pub async fn fail(
-    cx: &Cx,
+    cx: &Attempt,
     milestone_id: &str,
     decision: &str,
     failure: &Failure,

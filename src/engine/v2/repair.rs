@@ -14,10 +14,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::checkpoint::{Failure, Record};
-use super::context::Cx;
 use crate::domain::repair::{RepairDecision, RepairLevel, RepairLimits, ReplanReason};
 use crate::engine::Halt;
+use crate::engine::runtime::attempt::Attempt;
+use crate::engine::runtime::checkpoint::{Failure, Record};
 
 pub const REPAIR_STARTED: &str = "repair.started";
 
@@ -60,7 +60,7 @@ impl Level {
 }
 
 /// The ladder's limits from the engine's settings.
-pub fn limits(config: &super::V2Config) -> RepairLimits {
+pub fn limits(config: &super::EngineSettings) -> RepairLimits {
     RepairLimits {
         retry_step: config.max_retry_step,
         replan_milestone: config.max_replan_milestone,
@@ -80,7 +80,7 @@ pub enum Rung {
 /// Decides and records the next repair for `milestone_id`. Returns the level and the failure
 /// as it was recorded.
 pub async fn start(
-    cx: &Cx,
+    cx: &Attempt,
     milestone_id: &str,
     failure: Failure,
     rung: Rung,

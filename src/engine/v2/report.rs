@@ -5,12 +5,12 @@
 
 use serde_json::{Value, json};
 
-use super::checkpoint::{Record, Spend, TaskState};
-use super::context::Cx;
 use super::gate::GATE_OUTCOME;
 use crate::domain::event::kinds;
 use crate::domain::ledger::Unit;
 use crate::domain::task::TaskStatus;
+use crate::engine::runtime::attempt::Attempt;
+use crate::engine::runtime::checkpoint::{Record, Spend, TaskState};
 use crate::engine::{Halt, RunOutcome};
 
 /// How the task ends, and the words for it.
@@ -86,7 +86,7 @@ pub fn result(state: &TaskState, ending: &Ending) -> Value {
 }
 
 /// Commits the terminal status with its result and events.
-pub async fn finish(cx: &Cx, ending: Ending) -> Result<RunOutcome, Halt> {
+pub async fn finish(cx: &Attempt, ending: Ending) -> Result<RunOutcome, Halt> {
     let status = ending.status;
     cx.journal
         .record(|state| {

@@ -8,15 +8,15 @@
 
 use serde_json::json;
 
-use super::checkpoint::{Failure, Record};
-use super::context::Cx;
 use super::executor::{self, StepOutcome};
-use super::ledger;
 use super::monitor::{self, CheckCause, MILESTONE_STARTED};
 use super::repair::{self, Level, Rung};
 use super::tactical::{self, Ask, Planned};
 use crate::domain::plan::MilestoneStatus;
 use crate::engine::Halt;
+use crate::engine::runtime::attempt::Attempt;
+use crate::engine::runtime::checkpoint::{Failure, Record};
+use crate::engine::runtime::ledger;
 
 /// How a milestone's run ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,7 +35,7 @@ pub enum MilestoneEnd {
 }
 
 /// Runs `milestone_id` until the monitor decides. `resumed` re-runs the check first.
-pub async fn run(cx: &Cx, milestone_id: &str, resumed: bool) -> Result<MilestoneEnd, Halt> {
+pub async fn run(cx: &Attempt, milestone_id: &str, resumed: bool) -> Result<MilestoneEnd, Halt> {
     let status = cx
         .journal
         .read(|s| {
@@ -214,7 +214,7 @@ enum Judged {
     Exhausted(String),
 }
 
-async fn judge(cx: &Cx, milestone_id: &str, cause: CheckCause) -> Result<Judged, Halt> {
+async fn judge(cx: &Attempt, milestone_id: &str, cause: CheckCause) -> Result<Judged, Halt> {
     let checked = monitor::check(cx, milestone_id, cause).await?;
     if let Some(unit) = checked.exhausted {
         return Ok(Judged::Exhausted(unit));
@@ -236,7 +236,7 @@ async fn judge(cx: &Cx, milestone_id: &str, cause: CheckCause) -> Result<Judged,
 }
 
 /// The largest fraction of its allocation `milestone_id` has used, over the three units.
-async fn fraction(cx: &Cx, milestone_id: &str) -> f64 {
+async fn fraction(cx: &Attempt, milestone_id: &str) -> f64 {
     cx.journal
         .read(|s| s.ledger.as_ref().map(|l| ledger::fraction(l, milestone_id)))
         .await
@@ -245,7 +245,7 @@ async fn fraction(cx: &Cx, milestone_id: &str) -> f64 {
 
 /// Takes an already decided rung (after a repeated or unusable proposal, or a stale plan).
 async fn escalate(
-    cx: &Cx,
+    cx: &Attempt,
     milestone_id: &str,
     failure: Failure,
     rung: Rung,
@@ -256,7 +256,7 @@ async fn escalate(
 
 /// What a ladder decision means for the milestone's loop: `None` carries on with new steps.
 async fn settle(
-    cx: &Cx,
+    cx: &Attempt,
     milestone_id: &str,
     level: Level,
     failure: Failure,

@@ -10,14 +10,14 @@
 
 use serde_json::{Value, json};
 
-use super::checkpoint::{Failure, Phase, Record};
-use super::context::Cx;
-use super::ledger;
-use super::ports::Purpose;
 use crate::domain::ledger::{LedgerPolicy, PerUnit};
 use crate::domain::plan::{MilestoneStatus, Plan};
 use crate::domain::validate::{KnownTools, PlanError, carry_over, feedback, validate};
 use crate::engine::Halt;
+use crate::engine::runtime::attempt::Attempt;
+use crate::engine::runtime::checkpoint::{Failure, Phase, Record};
+use crate::engine::runtime::ledger;
+use crate::engine::runtime::ports::Purpose;
 
 pub const PLAN_PROPOSED: &str = "plan.proposed";
 pub const PLAN_REFUSED: &str = "plan.refused";
@@ -46,7 +46,7 @@ pub struct Replan<'a> {
 }
 
 /// Asks for a plan (or, with `replan`, a new version of the current one) until one validates.
-pub async fn plan(cx: &Cx, replan: Option<Replan<'_>>) -> Result<Strategic, Halt> {
+pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic, Halt> {
     let known = KnownTools::new(cx.specs.keys().cloned());
     let families: Vec<Value> = cx
         .specs
@@ -146,9 +146,9 @@ pub async fn plan(cx: &Cx, replan: Option<Replan<'_>>) -> Result<Strategic, Halt
 /// rebalances them (the replaced milestones return their unspent shares, and the reserve above
 /// its policy share is granted to the new unfinished milestones by effort).
 fn install(
-    state: &mut super::checkpoint::TaskState,
+    state: &mut crate::engine::runtime::checkpoint::TaskState,
     plan: Plan,
-    cx: &Cx,
+    cx: &Attempt,
     record: &mut Record,
 ) -> Result<(), Halt> {
     let pending: Vec<(String, u32)> = plan

@@ -8,16 +8,16 @@
 
 use serde_json::{Value, json};
 
-use super::checkpoint::{Failure, Record};
-use super::context::{Cx, brief};
-use super::ledger;
-use super::ports::Purpose;
 use super::repair::Level;
 use crate::domain::fingerprint::of_steps;
 use crate::domain::plan::{Step, StepList, StepStatus};
 use crate::domain::repair::{ProposalVerdict, RepairLevel};
 use crate::domain::validate::{PlanLimits, StepError, feedback, validate_steps};
 use crate::engine::Halt;
+use crate::engine::runtime::attempt::{Attempt, brief};
+use crate::engine::runtime::checkpoint::{Failure, Record};
+use crate::engine::runtime::ledger;
+use crate::engine::runtime::ports::Purpose;
 
 pub const STEPS_PLANNED: &str = "milestone.steps_planned";
 pub const STEPS_REFUSED: &str = "milestone.steps_refused";
@@ -79,7 +79,7 @@ pub enum Planned {
 
 /// Asks for steps for `milestone_id` and attaches them (one commit per model call).
 pub async fn plan_steps(
-    cx: &Cx,
+    cx: &Attempt,
     milestone_id: &str,
     ask: Ask,
     failure: Option<&Failure>,
@@ -157,8 +157,7 @@ pub async fn plan_steps(
                 }),
             Err(error) => Err(error.message.clone()),
         };
-        let transient =
-            matches!(&asked.reply, Err(e) if e.kind != super::ports::FailureKind::InvalidOutput);
+        let transient = matches!(&asked.reply, Err(e) if e.kind != crate::engine::runtime::ports::FailureKind::InvalidOutput);
         let fp = parsed.as_ref().ok().map(|steps| of_steps(steps));
         let limits = super::repair::limits(&cx.config);
         let (_, outcome) = cx
@@ -247,7 +246,7 @@ pub async fn plan_steps(
 /// the initial list and L2 replace everything. A new generation keeps idempotency keys of
 /// re-planned steps apart from earlier ones.
 fn attach(
-    state: &mut super::checkpoint::TaskState,
+    state: &mut crate::engine::runtime::checkpoint::TaskState,
     milestone_id: &str,
     ask: Ask,
     failure: Option<&Failure>,

@@ -6,12 +6,12 @@
 
 use serde_json::{Value, json};
 
-use super::checkpoint::{Phase, Record};
-use super::context::{Cx, brief};
-use super::ledger;
-use super::ports::Purpose;
 use crate::domain::check::parse_verdict;
 use crate::engine::Halt;
+use crate::engine::runtime::attempt::{Attempt, brief};
+use crate::engine::runtime::checkpoint::{Phase, Record};
+use crate::engine::runtime::ledger;
+use crate::engine::runtime::ports::Purpose;
 
 pub const VERIFIER_DECIDED: &str = "verifier.decided";
 
@@ -28,7 +28,7 @@ pub struct Verdict {
 
 /// Asks the verifier about the goal. `attempt` distinguishes re-verifications after a replan.
 pub async fn verify_goal(
-    cx: &Cx,
+    cx: &Attempt,
     milestone: Option<&str>,
     evidence: Value,
 ) -> Result<Verdict, Halt> {

@@ -2,9 +2,9 @@
 //!
 //! They exist to be measured against v2 (D), so they run through exactly the same machinery:
 //! the worker pool claims them, every model call and tool call is one fenced commit through
-//! the v2 [`Journal`](super::v2::checkpoint::Journal) (a ledger charge, a `step.finished` or
+//! the v2 [`Journal`](crate::engine::runtime::checkpoint::Journal) (a ledger charge, a `step.finished` or
 //! `strategy.round` event, the checkpoint), models and tools are reached through the same
-//! [`ports`](super::v2::ports), and the result has the same spend and metrics fields. Only the
+//! [`ports`](crate::engine::runtime::ports), and the result has the same spend and metrics fields. Only the
 //! decisions differ:
 //!
 //! - [`one_shot`] (A): one model call, no tools; the answer is the result.
@@ -28,19 +28,18 @@ use std::sync::atomic::AtomicBool;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::v2::V2Config;
-use super::v2::checkpoint::{Journal, Record, Spend, TaskState};
-use super::v2::context::{Cx, brief};
-use super::v2::ledger;
-use super::v2::ports::{ModelPort, ToolCall, ToolPort};
-use super::{EngineError, Halt, RunContext, RunOutcome, StopSignal};
 use crate::domain::event::kinds;
+use crate::domain::settings::EngineSettings;
 use crate::domain::task::TaskStatus;
+use crate::engine::runtime::attempt::{Attempt, brief};
+use crate::engine::runtime::checkpoint::{EngineKind, Journal, Record, Spend, TaskState};
+use crate::engine::runtime::ledger;
+use crate::engine::runtime::ports::{ModelPort, ToolCall, ToolPort};
+use crate::engine::{EngineError, Halt, RunContext, RunOutcome, StopSignal};
 
 pub mod one_shot;
 pub mod reactive;
 pub mod v1;
-pub mod wiring;
 
 pub use one_shot::OneShotEngine;
 pub use reactive::ReactiveEngine;
@@ -49,7 +48,7 @@ pub use v1::V1Engine;
 /// Event kind of one model round of a baseline.
 pub const STRATEGY_ROUND: &str = "strategy.round";
 /// Event kind of one tool call of a baseline (the same kind v2's executor writes).
-pub const STEP_FINISHED: &str = super::v2::executor::STEP_FINISHED;
+pub const STEP_FINISHED: &str = crate::engine::v2::executor::STEP_FINISHED;
 
 /// Knobs of the baselines.
 #[derive(Debug, Clone, PartialEq)]
@@ -106,27 +105,28 @@ impl Progress {
     }
 }
 
-/// Builds the shared run context for one attempt (the same one v2 uses).
-pub fn context(ports: &Ports, ctx: RunContext) -> Result<Cx, EngineError> {
-    let state = TaskState::resume(ctx.state.as_ref())?;
+/// Builds the shared run context for one attempt (the same one v2 uses), resuming `engine`'s
+/// checkpoint.
+pub fn context(ports: &Ports, ctx: RunContext, engine: EngineKind) -> Result<Attempt, EngineError> {
+    let state = TaskState::resume(ctx.state.as_ref(), engine)?;
     let specs = ports
         .tools
         .specs()
         .into_iter()
         .map(|spec| (spec.name.clone(), spec))
         .collect();
-    Ok(Cx {
+    Ok(Attempt {
         journal: Journal::new(ctx, state),
         models: ports.models.clone(),
         tools: ports.tools.clone(),
-        config: V2Config::default(),
+        config: EngineSettings::default(),
         specs,
         halt: AtomicBool::new(false),
     })
 }
 
 /// The outcome to return when a stop was requested, `None` to carry on.
-pub fn stop_outcome(cx: &Cx) -> Option<RunOutcome> {
+pub fn stop_outcome(cx: &Attempt) -> Option<RunOutcome> {
     match cx.journal.ctx().stop_requested()? {
         StopSignal::LeaseLost => Some(RunOutcome::LeaseLost),
         _ => Some(RunOutcome::Yielded),
@@ -134,7 +134,7 @@ pub fn stop_outcome(cx: &Cx) -> Option<RunOutcome> {
 }
 
 /// The unit the task has overspent, if any.
-pub fn over_budget(cx: &Cx, spent: Spend) -> Option<&'static str> {
+pub fn over_budget(cx: &Attempt, spent: Spend) -> Option<&'static str> {
     let budget = cx.task().budget;
     if spent.tokens > budget.tokens {
         Some("tokens")
@@ -166,7 +166,7 @@ pub struct Executed {
 /// Calls one tool (registered tools only; anything else is executor drift, as in v2) and
 /// commits the charge, the observation and a `step.finished` event.
 pub async fn execute(
-    cx: &Cx,
+    cx: &Attempt,
     strategy: &str,
     step: &str,
     tool: &str,
@@ -231,7 +231,7 @@ pub struct Finish {
 }
 
 /// Commits the terminal status with a result shaped like v2's (spend, metrics, reason).
-pub async fn finish(cx: &Cx, end: Finish) -> Result<RunOutcome, Halt> {
+pub async fn finish(cx: &Attempt, end: Finish) -> Result<RunOutcome, Halt> {
     let status = end.status;
     cx.journal
         .record(|state| {
@@ -262,7 +262,7 @@ pub async fn finish(cx: &Cx, end: Finish) -> Result<RunOutcome, Halt> {
 }
 
 /// The budget check every baseline makes before spending more.
-pub async fn exhausted(cx: &Cx, strategy: &'static str) -> Result<Option<RunOutcome>, Halt> {
+pub async fn exhausted(cx: &Attempt, strategy: &'static str) -> Result<Option<RunOutcome>, Halt> {
     let spent = cx.journal.read(|s| s.overhead).await;
     match over_budget(cx, spent) {
         Some(unit) => finish(
@@ -277,65 +277,5 @@ pub async fn exhausted(cx: &Cx, strategy: &'static str) -> Result<Option<RunOutc
         .await
         .map(Some),
         None => Ok(None),
-    }
-}
-
-/// The engine `cairn serve` runs: `one_shot`, `reactive` and `v1` tasks on the baselines,
-/// `auto` tasks on v1 or `inner` (v2) as the [`Rollout`](crate::rollout::Rollout) routes
-/// them, everything else on `inner`. Without model endpoints (`ports` is `None`) everything
-/// stays on `inner`. Tasks tuned for the minimal engine (`engine_steps`) are left to `inner`.
-pub fn with_baselines(
-    inner: Arc<dyn super::Engine>,
-    ports: Option<(Arc<dyn ModelPort>, Arc<dyn ToolPort>)>,
-    rollout: Arc<crate::rollout::Rollout>,
-) -> Arc<dyn super::Engine> {
-    match ports {
-        Some((models, tools)) => {
-            let ports = Ports {
-                models,
-                tools,
-                config: BaselineConfig::default(),
-            };
-            Arc::new(Routed {
-                inner,
-                one_shot: OneShotEngine::new(ports.clone()),
-                reactive: ReactiveEngine::new(ports.clone()),
-                v1: V1Engine::new(ports),
-                rollout,
-            })
-        }
-        None => inner,
-    }
-}
-
-/// See [`with_baselines`].
-struct Routed {
-    inner: Arc<dyn super::Engine>,
-    one_shot: OneShotEngine,
-    reactive: ReactiveEngine,
-    v1: V1Engine,
-    rollout: Arc<crate::rollout::Rollout>,
-}
-
-#[async_trait::async_trait]
-impl super::Engine for Routed {
-    async fn run(&self, ctx: RunContext) -> Result<RunOutcome, EngineError> {
-        use crate::domain::task::Strategy;
-        if ctx.task.metadata.get(super::minimal::META_STEPS).is_some() {
-            return self.inner.run(ctx).await;
-        }
-        match ctx.task.strategy {
-            Strategy::OneShot => self.one_shot.run(ctx).await,
-            Strategy::Reactive => self.reactive.run(ctx).await,
-            Strategy::V1 => self.v1.run(ctx).await,
-            Strategy::Auto => {
-                let arm = self.rollout.route(ctx.task.id, ctx.state.as_ref());
-                match arm {
-                    crate::rollout::Arm::V1 => self.v1.run(ctx).await,
-                    crate::rollout::Arm::V2 => self.inner.run(ctx).await,
-                }
-            }
-            Strategy::V2 | Strategy::Direct => self.inner.run(ctx).await,
-        }
     }
 }

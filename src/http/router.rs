@@ -19,53 +19,12 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::clock::Clock;
-use crate::config::Config;
-use crate::error::{ApiError, Problem};
-use crate::http::health::OpenApiDocument;
-use crate::http::{
+use super::error::{ApiError, Problem};
+use super::health::OpenApiDocument;
+use super::state::{AppState, ShutdownSignal};
+use super::{
     events, extract, health, ledger, plan_diff, plans, rollout, shadow, stats, tasks, tools,
 };
-use crate::store::Store;
-use crate::tools::ToolRegistry;
-
-/// What every handler can reach. Cheap to clone (all shared).
-#[derive(Clone)]
-pub struct AppState {
-    pub store: Arc<dyn Store>,
-    pub clock: Arc<dyn Clock>,
-    pub config: Arc<Config>,
-    /// The tool registry shown by `GET /v1/tools` (empty until [`AppState::with_tools`]).
-    pub tools: Arc<ToolRegistry>,
-    /// The v2 rollout setting, shared with the engine dispatcher ([`AppState::with_rollout`]).
-    pub rollout: Arc<crate::rollout::Rollout>,
-}
-
-impl AppState {
-    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, config: Config) -> Self {
-        Self {
-            store,
-            clock,
-            config: Arc::new(config),
-            tools: Arc::new(ToolRegistry::default()),
-            rollout: Arc::new(crate::rollout::Rollout::default()),
-        }
-    }
-
-    pub fn with_rollout(mut self, rollout: Arc<crate::rollout::Rollout>) -> Self {
-        self.rollout = rollout;
-        self
-    }
-
-    pub fn with_tools(mut self, tools: Arc<ToolRegistry>) -> Self {
-        self.tools = tools;
-        self
-    }
-}
-
-/// Flips to `true` when [`serve`] begins to shut down; live SSE streams end on it.
-#[derive(Debug, Clone)]
-pub struct ShutdownSignal(pub watch::Receiver<bool>);
 
 #[derive(OpenApi)]
 #[openapi(
@@ -134,7 +93,7 @@ pub fn router(state: AppState) -> Router {
     api.method_not_allowed_fallback(extract::method_not_allowed)
         .fallback(extract::not_found)
         .layer(Extension(document))
-        .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
+        .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(TraceLayer::new_for_http())
         .with_state(state)

@@ -10,17 +10,17 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::Halt;
-use super::RunOutcome;
-use super::v2::checkpoint::{Record, Spend};
-use super::v2::context::{Cx, brief};
-use super::v2::executor::{EXECUTOR_DRIFT, STEP_FINISHED, check_contract};
-use super::v2::ledger;
-use super::v2::ports::{Purpose, ToolCall};
-use super::v2::report::{self, Ending};
-use super::v2::verifier;
+use super::executor::{EXECUTOR_DRIFT, STEP_FINISHED, check_contract};
+use super::report::{self, Ending};
+use super::verifier;
 use crate::domain::plan::{Step, StepList};
 use crate::domain::task::TaskStatus;
+use crate::engine::Halt;
+use crate::engine::RunOutcome;
+use crate::engine::runtime::attempt::{Attempt, brief};
+use crate::engine::runtime::checkpoint::{Record, Spend};
+use crate::engine::runtime::ledger;
+use crate::engine::runtime::ports::{Purpose, ToolCall};
 
 /// The milestone id the direct path uses in model headers, keys and events.
 pub const DIRECT: &str = "direct";
@@ -44,7 +44,7 @@ fn load(value: Option<&Value>) -> DirectState {
         .unwrap_or_default()
 }
 
-fn over_budget(cx: &Cx, spent: Spend) -> Option<&'static str> {
+fn over_budget(cx: &Attempt, spent: Spend) -> Option<&'static str> {
     let budget = cx.task().budget;
     if spent.tokens > budget.tokens {
         Some("tokens")
@@ -58,7 +58,7 @@ fn over_budget(cx: &Cx, spent: Spend) -> Option<&'static str> {
 }
 
 /// Runs the act loop to a terminal status.
-pub async fn run(cx: &Cx) -> Result<RunOutcome, Halt> {
+pub async fn run(cx: &Attempt) -> Result<RunOutcome, Halt> {
     let all_tools: Vec<String> = cx.specs.keys().cloned().collect();
     loop {
         let snapshot = cx.journal.snapshot().await;
@@ -142,7 +142,7 @@ pub async fn run(cx: &Cx) -> Result<RunOutcome, Halt> {
 
 /// One step of the act loop: the executor contract, the call, the charge, one commit.
 async fn execute(
-    cx: &Cx,
+    cx: &Attempt,
     round: u32,
     index: usize,
     step: &Step,
@@ -208,7 +208,7 @@ async fn execute(
 }
 
 /// The goal-level check of the direct path.
-async fn conclude(cx: &Cx, direct: DirectState) -> Result<RunOutcome, Halt> {
+async fn conclude(cx: &Attempt, direct: DirectState) -> Result<RunOutcome, Halt> {
     let evidence = json!({"answer": direct.answer, "observations": direct.observations});
     let verdict = verifier::verify_goal(cx, Some(DIRECT), evidence).await?;
     let answered = direct.answer.is_some();

@@ -106,12 +106,10 @@ impl Rollout {
         }
     }
 
-    /// Routes an `auto` task: the engine its checkpoint belongs to when it is resumed, its
-    /// bucket's arm otherwise; counts the decision.
-    pub fn route(&self, task: TaskId, checkpoint: Option<&Value>) -> Arm {
-        let arm = checkpoint
-            .and_then(resumed_arm)
-            .unwrap_or_else(|| self.arm(task));
+    /// Routes an `auto` task: the arm of the engine its checkpoint is tagged with when it is
+    /// resumed (`resumed`), its bucket's arm otherwise; counts the decision.
+    pub fn route(&self, task: TaskId, resumed: Option<Arm>) -> Arm {
+        let arm = resumed.unwrap_or_else(|| self.arm(task));
         let counter = match arm {
             Arm::V2 => &self.routed_v2,
             Arm::V1 => &self.routed_v1,
@@ -174,16 +172,4 @@ pub fn v2_regressions(path: &Path) -> Result<Vec<String>, RolloutError> {
                 .unwrap_or_else(|| t.to_string())
         })
         .collect())
-}
-
-/// The engine a checkpoint was written by: v2 records its gate decision first; the v1
-/// baseline keeps its list count in the free slot and never has a gate decision.
-fn resumed_arm(state: &Value) -> Option<Arm> {
-    if !state.get("gate").is_none_or(Value::is_null) {
-        return Some(Arm::V2);
-    }
-    if state.get("direct").and_then(|d| d.get("lists")).is_some() {
-        return Some(Arm::V1);
-    }
-    None
 }

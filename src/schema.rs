@@ -1,4 +1,5 @@
-//! JSON Schema helpers shared by tool arguments and model outputs.
+//! JSON Schema helpers shared by tool arguments and model outputs (a neutral port-floor module:
+//! both `tools` and `llm` use it, neither owns it).
 //!
 //! Both places need the same thing: compile a schema once, and turn a failed validation into a
 //! short, bounded list of messages that name where in the instance the problem is, because those

@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 
 use super::{Finish, Ports, Progress, STRATEGY_ROUND, context, exhausted, finish, stop_outcome};
 use crate::domain::task::TaskStatus;
-use crate::engine::v2::checkpoint::Record;
-use crate::engine::v2::ledger;
-use crate::engine::v2::ports::Purpose;
+use crate::engine::runtime::checkpoint::{EngineKind, Record};
+use crate::engine::runtime::ledger;
+use crate::engine::runtime::ports::Purpose;
 use crate::engine::{Engine, EngineError, Halt, RunContext, RunOutcome};
 
 pub const NAME: &str = "one_shot";
@@ -33,12 +33,12 @@ impl OneShotEngine {
 #[async_trait]
 impl Engine for OneShotEngine {
     async fn run(&self, ctx: RunContext) -> Result<RunOutcome, EngineError> {
-        let cx = context(&self.ports, ctx)?;
+        let cx = context(&self.ports, ctx, EngineKind::OneShot)?;
         Halt::settle(run(&cx).await)
     }
 }
 
-async fn run(cx: &crate::engine::v2::context::Cx) -> Result<RunOutcome, Halt> {
+async fn run(cx: &crate::engine::runtime::attempt::Attempt) -> Result<RunOutcome, Halt> {
     if let Some(outcome) = stop_outcome(cx) {
         return Ok(outcome);
     }

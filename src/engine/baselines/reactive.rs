@@ -12,10 +12,10 @@ use super::{
     Finish, Ports, Progress, STRATEGY_ROUND, context, execute, exhausted, finish, stop_outcome,
 };
 use crate::domain::task::TaskStatus;
-use crate::engine::v2::checkpoint::Record;
-use crate::engine::v2::context::Cx;
-use crate::engine::v2::ledger;
-use crate::engine::v2::ports::Purpose;
+use crate::engine::runtime::attempt::Attempt;
+use crate::engine::runtime::checkpoint::{EngineKind, Record};
+use crate::engine::runtime::ledger;
+use crate::engine::runtime::ports::Purpose;
 use crate::engine::{Engine, EngineError, Halt, RunContext, RunOutcome};
 
 pub const NAME: &str = "reactive";
@@ -38,7 +38,7 @@ impl ReactiveEngine {
 #[async_trait]
 impl Engine for ReactiveEngine {
     async fn run(&self, ctx: RunContext) -> Result<RunOutcome, EngineError> {
-        let cx = context(&self.ports, ctx)?;
+        let cx = context(&self.ports, ctx, EngineKind::Reactive)?;
         let max_rounds = self.ports.config.reactive_max_rounds;
         Halt::settle(run(&cx, max_rounds).await)
     }
@@ -60,11 +60,11 @@ fn parse(value: &Value) -> Move {
             tool: tool.to_string(),
             args: value.get("args").cloned().unwrap_or_else(|| json!({})),
         },
-        None => Move::Unusable(crate::engine::v2::context::brief(value, 300).to_string()),
+        None => Move::Unusable(crate::engine::runtime::attempt::brief(value, 300).to_string()),
     }
 }
 
-async fn run(cx: &Cx, max_rounds: u32) -> Result<RunOutcome, Halt> {
+async fn run(cx: &Attempt, max_rounds: u32) -> Result<RunOutcome, Halt> {
     let tools: Vec<String> = cx.specs.keys().cloned().collect();
     loop {
         if let Some(outcome) = stop_outcome(cx) {

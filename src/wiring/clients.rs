@@ -9,9 +9,9 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use super::{Scenario, SimError, SimServer};
 use crate::config::Config;
 use crate::llm::{Endpoints, LlmClient, LlmError, RetryPolicy};
+use crate::sim::{Scenario, SimError, SimServer};
 use crate::tools::{RegistryError, ToolRegistry};
 
 /// What the engine and the API need to reach models and tools.
@@ -80,7 +80,7 @@ impl Clients {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::LlmEndpoint;
+    use crate::llm::LlmEndpoint;
     use crate::llm::{ChatMessage, ChatRequest, Purpose};
 
     #[tokio::test]

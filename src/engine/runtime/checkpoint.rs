@@ -125,11 +125,46 @@ pub struct MilestoneRun {
     pub outcome: Option<String>,
 }
 
-/// Everything the v2 engine needs to resume a task. Written with every commit.
+/// Which engine wrote a checkpoint: the typed tag a resumed task is dispatched by, so it
+/// finds its engine again whatever the rollout says now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum EngineKind {
+    #[default]
+    V2,
+    OneShot,
+    Reactive,
+    V1,
+}
+
+impl EngineKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineKind::V2 => "v2",
+            EngineKind::OneShot => "one_shot",
+            EngineKind::Reactive => "reactive",
+            EngineKind::V1 => "v1",
+        }
+    }
+
+    /// The tag of a stored checkpoint, `None` when it has none this runtime knows (a fresh
+    /// task, or another engine's state such as the test-only minimal engine's).
+    pub fn of_checkpoint(state: Option<&Value>) -> Option<EngineKind> {
+        #[derive(Deserialize)]
+        struct Tagged {
+            engine: EngineKind,
+        }
+        serde_json::from_value::<Tagged>(state?.clone())
+            .ok()
+            .map(|tagged| tagged.engine)
+    }
+}
+
+/// Everything an engine on this runtime needs to resume a task. Written with every commit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct TaskState {
-    /// Marks the checkpoint as this engine's, so another engine's state is refused loudly.
-    pub engine: String,
+    /// Marks the checkpoint as one engine's, so another engine's state is refused loudly.
+    pub engine: EngineKind,
     pub phase: Phase,
     /// The gate decision record (features, reasons, route).
     pub gate: Option<Value>,
@@ -155,27 +190,26 @@ pub struct TaskState {
     pub direct: Option<Value>,
 }
 
-pub const ENGINE_TAG: &str = "v2";
-
 impl TaskState {
-    pub fn fresh() -> Self {
+    pub fn fresh(engine: EngineKind) -> Self {
         Self {
-            engine: ENGINE_TAG.into(),
+            engine,
             ..Self::default()
         }
     }
 
-    /// Reads a checkpoint back; `None` starts fresh.
-    pub fn resume(state: Option<&Value>) -> Result<Self, EngineError> {
+    /// Reads `engine`'s checkpoint back; `None` starts fresh.
+    pub fn resume(state: Option<&Value>, engine: EngineKind) -> Result<Self, EngineError> {
         let Some(value) = state else {
-            return Ok(Self::fresh());
+            return Ok(Self::fresh(engine));
         };
         let state: TaskState = serde_json::from_value(value.clone())
             .map_err(|error| EngineError::Checkpoint(error.to_string()))?;
-        if state.engine != ENGINE_TAG {
+        if state.engine != engine {
             return Err(EngineError::Checkpoint(format!(
-                "checkpoint belongs to engine {:?}, not {ENGINE_TAG:?}",
-                state.engine
+                "checkpoint belongs to engine {:?}, not {:?}",
+                state.engine.as_str(),
+                engine.as_str()
             )));
         }
         Ok(state)

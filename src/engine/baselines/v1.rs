@@ -14,10 +14,10 @@ use serde_json::{Value, json};
 
 use super::{Finish, Ports, Progress, context, execute, exhausted, finish, stop_outcome};
 use crate::domain::task::TaskStatus;
-use crate::engine::v2::checkpoint::Record;
-use crate::engine::v2::context::Cx;
-use crate::engine::v2::ledger;
-use crate::engine::v2::ports::Purpose;
+use crate::engine::runtime::attempt::Attempt;
+use crate::engine::runtime::checkpoint::{EngineKind, Record};
+use crate::engine::runtime::ledger;
+use crate::engine::runtime::ports::Purpose;
 use crate::engine::{Engine, EngineError, Halt, RunContext, RunOutcome};
 
 pub const NAME: &str = "v1";
@@ -42,7 +42,7 @@ impl V1Engine {
 #[async_trait]
 impl Engine for V1Engine {
     async fn run(&self, ctx: RunContext) -> Result<RunOutcome, EngineError> {
-        let cx = context(&self.ports, ctx)?;
+        let cx = context(&self.ports, ctx, EngineKind::V1)?;
         let max_lists = self.ports.config.v1_max_replans + 1;
         Halt::settle(run(&cx, max_lists).await)
     }
@@ -63,7 +63,7 @@ fn step_parts(step: &Value, index: usize) -> (String, String, Value) {
     (id, tool, args)
 }
 
-async fn run(cx: &Cx, max_lists: u32) -> Result<RunOutcome, Halt> {
+async fn run(cx: &Attempt, max_lists: u32) -> Result<RunOutcome, Halt> {
     let tools: Vec<String> = cx.specs.keys().cloned().collect();
     loop {
         if let Some(outcome) = stop_outcome(cx) {
@@ -137,7 +137,7 @@ async fn run(cx: &Cx, max_lists: u32) -> Result<RunOutcome, Halt> {
     }
 }
 
-async fn write_list(cx: &Cx, progress: &Progress, tools: &[String]) -> Result<(), Halt> {
+async fn write_list(cx: &Attempt, progress: &Progress, tools: &[String]) -> Result<(), Halt> {
     let list = progress.lists + 1;
     let input = json!({"goal": cx.task().goal, "strategy": NAME,
                        "tools": cx.tool_schemas(tools),

@@ -4,16 +4,18 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use serde_json::Value;
 
-use super::V2Config;
 use super::checkpoint::{Journal, Spend};
 use super::ports::{
     ModelCall, ModelPort, ModelReply, PortError, Purpose, ToolCall, ToolPort, ToolReply, ToolSpec,
 };
+use crate::domain::settings::EngineSettings;
 use crate::domain::task::Task;
+use crate::engine::{RunOutcome, StopSignal};
 
 /// A model answer or failure, with what it cost.
 pub struct Asked {
@@ -28,17 +30,29 @@ pub struct Called {
 }
 
 /// The shared context of one attempt at a task.
-pub struct Cx {
+pub struct Attempt {
     pub journal: Journal,
     pub models: Arc<dyn ModelPort>,
     pub tools: Arc<dyn ToolPort>,
-    pub config: V2Config,
+    pub config: EngineSettings,
     pub specs: BTreeMap<String, ToolSpec>,
     /// Set when one milestone's outcome ends the others' runs (failure, exhaustion, L3).
     pub halt: std::sync::atomic::AtomicBool,
 }
 
-impl Cx {
+impl Attempt {
+    /// True when the run should stop at the next durable point.
+    pub fn stopping(&self) -> bool {
+        self.halt.load(Ordering::SeqCst) || self.journal.ctx().stop_requested().is_some()
+    }
+
+    pub fn stop_outcome(&self) -> RunOutcome {
+        match self.journal.ctx().stop_requested() {
+            Some(StopSignal::LeaseLost) => RunOutcome::LeaseLost,
+            _ => RunOutcome::Yielded,
+        }
+    }
+
     pub fn task(&self) -> &Task {
         &self.journal.ctx().task
     }

@@ -1,0 +1,49 @@
+//! The engine's settings: the parameters of the domain's rules (the ledger's reserve and repair
+//! threshold, the repair ladder's limits, the gate's direct-route thresholds) and how many
+//! milestones of one task run at once. Defaults are the seeds' numbers. Pure data, so the
+//! configuration can compose it without depending on the engine.
+
+use serde::{Deserialize, Serialize};
+
+/// The engine's settings; `[engine]` in the config file, a few also as `CAIRN_ENGINE_*`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EngineSettings {
+    /// Share of each unit held back for repair.
+    pub reserve_frac: f64,
+    /// Fraction of a milestone's allocation at which a failing check starts repair.
+    pub pressure_frac: f64,
+    pub max_retry_step: u32,
+    pub max_replan_milestone: u32,
+    pub max_replan_strategy: u32,
+    /// Re-asks after an invalid plan or step list.
+    pub max_reasks: u32,
+    /// Milestones of one task running at once.
+    pub max_parallel: usize,
+    pub direct_max_tool_calls: u32,
+    pub direct_min_success: f64,
+    /// Direct success rate assumed while a goal kind has too little history.
+    pub direct_success_prior: f64,
+    pub direct_min_history: u64,
+    /// Model rounds of the direct act loop.
+    pub direct_max_rounds: u32,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        Self {
+            reserve_frac: 0.2,
+            pressure_frac: 0.8,
+            max_retry_step: 2,
+            max_replan_milestone: 2,
+            max_replan_strategy: 1,
+            max_reasks: 2,
+            max_parallel: 4,
+            direct_max_tool_calls: 3,
+            direct_min_success: 0.9,
+            direct_success_prior: 1.0,
+            direct_min_history: 5,
+            direct_max_rounds: 4,
+        }
+    }
+}

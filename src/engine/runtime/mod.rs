@@ -1,0 +1,18 @@
+//! What every strategy shares, so the baselines and v2 are measured on the same machinery.
+//!
+//! - [`ports`]: the engine's two doors to the outside ([`ports::ModelPort`], [`ports::ToolPort`]);
+//!   [`adapters`] put them over the real LLM and tool clients, [`sandbox`] over the sandboxed
+//!   tools of a shadow run.
+//! - [`checkpoint`]: the task's resumable state and the [`checkpoint::Journal`], the one door
+//!   through which a transition (state + events + ledger + artifacts + plan version) is
+//!   committed, fenced, in one transaction.
+//! - [`attempt`]: the [`attempt::Attempt`] of one run at a task: journal, ports, settings, the
+//!   tool registry, and the two ways of spending budget (asking a model, calling a tool).
+//! - [`ledger`]: charging spend to the books and persisting the movements.
+
+pub mod adapters;
+pub mod attempt;
+pub mod checkpoint;
+pub mod ledger;
+pub mod ports;
+pub mod sandbox;

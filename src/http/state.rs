@@ -1,0 +1,76 @@
+//! What every handler can reach, and the HTTP layer's own settings.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::clock::Clock;
+use crate::engine::rollout::Rollout;
+use crate::store::Store;
+use crate::tools::ToolRegistry;
+
+/// The HTTP layer's settings (the configuration composes them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpSettings {
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// Keep-alive comment period on SSE streams.
+    pub sse_keepalive_ms: u64,
+    /// Largest page size for list endpoints.
+    pub max_page_size: i64,
+    /// How often a live event stream re-reads the store besides wake-up hints.
+    pub poll_interval_ms: u64,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 1024 * 1024,
+            sse_keepalive_ms: 15_000,
+            max_page_size: 100,
+            poll_interval_ms: 1_000,
+        }
+    }
+}
+
+/// What every handler can reach. Cheap to clone (all shared).
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub settings: Arc<HttpSettings>,
+    /// The tool registry shown by `GET /v1/tools` (empty until [`AppState::with_tools`]).
+    pub tools: Arc<ToolRegistry>,
+    /// The v2 rollout setting, shared with the engine dispatcher ([`AppState::with_rollout`]).
+    pub rollout: Arc<Rollout>,
+}
+
+impl AppState {
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        settings: impl Into<HttpSettings>,
+    ) -> Self {
+        Self {
+            store,
+            clock,
+            settings: Arc::new(settings.into()),
+            tools: Arc::new(ToolRegistry::default()),
+            rollout: Arc::new(Rollout::default()),
+        }
+    }
+
+    pub fn with_rollout(mut self, rollout: Arc<Rollout>) -> Self {
+        self.rollout = rollout;
+        self
+    }
+
+    pub fn with_tools(mut self, tools: Arc<ToolRegistry>) -> Self {
+        self.tools = tools;
+        self
+    }
+}
+
+/// Flips to `true` when [`super::serve`] begins to shut down; live SSE streams end on it.
+#[derive(Debug, Clone)]
+pub struct ShutdownSignal(pub watch::Receiver<bool>);
