@@ -22,21 +22,26 @@
 //! The tools keep per-task state and perform a step only with the right arguments; the
 //! acceptance check ([`World::accept`]) reads that state, never a strategy's own claim.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use serde::Serialize;
-use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha256};
+use serde_json::{Value, json};
 
-use super::suite::{FaultKind, Suite, SuiteTask, TaskStep, fact_refs};
+use super::suite::{Suite, SuiteTask, fact_refs};
 use crate::domain::task::{DEFAULT_TENANT, TaskId};
 use crate::engine::v2::ports::{
-    FailureKind, ModelCall, ModelPort, ModelReply, PortError, Purpose, ToolCall, ToolPort,
-    ToolReply, ToolSpec,
+    FailureKind, ModelCall, ModelPort, ModelReply, PortError, ToolCall, ToolPort, ToolReply,
+    ToolSpec,
 };
 use crate::store::Store;
+
+mod mind;
+mod perform;
+
+use mind::Mind;
+use perform::perform;
 
 /// The remedy tool for `missing_file`.
 pub const LOCATE: &str = "locate";
@@ -197,178 +202,6 @@ fn value_text(value: &Value) -> String {
     }
 }
 
-/// What the model can see, and the deterministic draws it makes.
-struct Mind<'a> {
-    task: &'a SuiteTask,
-    repeat: u32,
-    seed: u64,
-    guess_success: f64,
-    context: String,
-    facts: BTreeMap<String, String>,
-}
-
-impl Mind<'_> {
-    fn sees(&self, token: &str) -> bool {
-        self.context.contains(token)
-    }
-
-    fn draw(&self, fact: &str, n: usize) -> f64 {
-        let mut hash = Sha256::new();
-        hash.update(format!(
-            "{}|{}|{}|{}|{}",
-            self.seed, self.task.id, self.repeat, fact, n
-        ));
-        let digest = hash.finalize();
-        let mut bytes = [0u8; 8];
-        bytes.copy_from_slice(&digest[..8]);
-        (u64::from_be_bytes(bytes) >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Rule 1: a fact in context is known; otherwise a seeded guess.
-    fn fact(&self, fact: &str) -> String {
-        let truth = self.facts.get(fact).cloned().unwrap_or_default();
-        if !truth.is_empty() && self.sees(&truth) {
-            return truth;
-        }
-        let marker = format!("guess-{fact}-");
-        let n = self.context.matches(&marker).count();
-        if self.draw(fact, n) < self.guess_success {
-            truth
-        } else {
-            format!("{marker}{n}")
-        }
-    }
-
-    fn resolve(&self, template: &str) -> String {
-        let mut out = template.to_string();
-        for fact in fact_refs(template) {
-            out = out.replace(&format!("{{{fact}}}"), &self.fact(&fact));
-        }
-        out
-    }
-
-    fn done(&self, step: &TaskStep) -> bool {
-        self.sees(&format!("done:{}", step.id))
-    }
-
-    /// Rule 3: the calls that carry out `step`, remedies first when a signal is in context.
-    fn calls_for(&self, step: &TaskStep) -> Vec<Value> {
-        let mut args: Map<String, Value> = step
-            .args
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::String(self.resolve(v))))
-            .collect();
-        let mut calls = Vec::new();
-        if let Some(fault) = self.task.fault.as_ref().filter(|f| f.step == step.id) {
-            let sid = &step.id;
-            match fault.kind {
-                FaultKind::MissingFile
-                    if self.sees(&format!("missing:{sid}"))
-                        && !self.sees(&format!("located:{sid}")) =>
-                {
-                    calls.push(json!({"id": format!("{sid}.locate"), "tool": LOCATE,
-                                      "args": {"ref": sid}}));
-                }
-                FaultKind::UnexpectedResponse if self.sees(&format!("moved:{sid}")) => {
-                    args.insert("api".into(), json!("v2"));
-                }
-                FaultKind::InvalidIntermediate if self.sees(&format!("invalid:{sid}")) => {
-                    args.insert("validate".into(), json!("true"));
-                }
-                FaultKind::IncompleteEvidence if self.sees(&format!("partial:{sid}")) => {
-                    args.insert("page".into(), json!("2"));
-                }
-                FaultKind::ResourceDisappears => {
-                    let fact = fault.fact.as_deref().unwrap_or_default();
-                    if self.sees(&format!("gone:{sid}"))
-                        && !self.sees(&format!("renewed:{fact}"))
-                        && let Some(source) = self
-                            .task
-                            .steps
-                            .iter()
-                            .find(|s| s.reveals.contains_key(fact))
-                    {
-                        let mut again = self.call(source, self.plain_args(source));
-                        again["id"] = json!(format!("{}.again", source.id));
-                        calls.push(again);
-                    }
-                }
-                _ => {}
-            }
-        }
-        calls.push(self.call(step, args));
-        calls
-    }
-
-    fn plain_args(&self, step: &TaskStep) -> Map<String, Value> {
-        step.args
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::String(self.resolve(v))))
-            .collect()
-    }
-
-    fn call(&self, step: &TaskStep, args: Map<String, Value>) -> Value {
-        json!({"id": step.id, "tool": step.tool, "args": args,
-               "expected_output": format!("receipt done:{}", step.id)})
-    }
-
-    /// Rule 2: the calls for the first step not yet done, or `None` when all are.
-    fn next(&self) -> Option<Vec<Value>> {
-        self.task
-            .steps
-            .iter()
-            .find(|s| !self.done(s))
-            .map(|s| self.calls_for(s))
-    }
-
-    fn answer(&self) -> Value {
-        match &self.task.answer {
-            Some(template) => json!(self.resolve(template)),
-            None => json!("done"),
-        }
-    }
-
-    fn phases(&self) -> Vec<(String, Vec<&TaskStep>)> {
-        let mut phases: Vec<(String, Vec<&TaskStep>)> = Vec::new();
-        for step in &self.task.steps {
-            match phases.iter_mut().find(|(p, _)| p == step.phase()) {
-                Some((_, steps)) => steps.push(step),
-                None => phases.push((step.phase().to_string(), vec![step])),
-            }
-        }
-        phases
-    }
-
-    /// v2's strategic answer: one milestone per phase, each checked by its last receipt.
-    fn plan(&self, tools: &[String]) -> Value {
-        let phases = self.phases();
-        let provider = |fact: &str| {
-            phases
-                .iter()
-                .find(|(_, steps)| steps.iter().any(|s| s.reveals.contains_key(fact)))
-                .map(|(p, _)| p.clone())
-        };
-        let milestones: Vec<Value> = phases
-            .iter()
-            .map(|(phase, steps)| {
-                let deps: BTreeSet<String> = steps
-                    .iter()
-                    .flat_map(|s| s.args.values())
-                    .flat_map(|v| fact_refs(v))
-                    .filter_map(|f| provider(&f))
-                    .filter(|p| p != phase)
-                    .collect();
-                let last = steps.last().map(|s| s.id.clone()).unwrap_or_default();
-                json!({"id": phase, "title": format!("carry out {phase}"),
-                       "depends_on": deps, "effort": steps.len(), "tools": tools,
-                       "outcome": format!("receipt done:{last}"),
-                       "accept": {"type": "artifact", "name": last, "non_empty": true}})
-            })
-            .collect();
-        json!({ "milestones": milestones })
-    }
-}
-
 #[async_trait]
 impl ModelPort for World {
     async fn complete(&self, call: ModelCall) -> Result<ModelReply, PortError> {
@@ -389,57 +222,7 @@ impl ModelPort for World {
             facts,
         };
         let tools: Vec<String> = self.specs.iter().map(|s| s.name.clone()).collect();
-        let milestone = call.milestone.as_deref();
-        let value = match (call.purpose, milestone) {
-            (Purpose::Gate, _) => json!({
-                "est_tool_calls": task.steps.len(),
-                "touches_writes": task.steps.iter().any(|s| s.writes),
-                "targets": task.targets,
-                "goal_kind": task.category.as_str(),
-            }),
-            (Purpose::Tactical, Some("one_shot")) => json!({"answer": mind.answer()}),
-            (Purpose::Tactical, Some("reactive")) => match mind.next() {
-                Some(calls) => calls.into_iter().next().unwrap_or(Value::Null),
-                None => json!({"done": true, "answer": mind.answer()}),
-            },
-            (Purpose::Tactical, Some("direct")) => match mind.next() {
-                Some(calls) => json!({ "steps": calls }),
-                None => json!({"done": true, "answer": mind.answer()}),
-            },
-            (Purpose::Strategic, Some("v1")) => {
-                let steps: Vec<Value> = task.steps.iter().flat_map(|s| mind.calls_for(s)).collect();
-                if steps.is_empty() {
-                    json!({"steps": [], "answer": mind.answer()})
-                } else {
-                    json!({ "steps": steps })
-                }
-            }
-            (Purpose::Strategic, _) => mind.plan(&tools),
-            (Purpose::Tactical, Some(phase)) => {
-                let steps: Vec<&TaskStep> =
-                    task.steps.iter().filter(|s| s.phase() == phase).collect();
-                let pending: Vec<&TaskStep> =
-                    steps.iter().copied().filter(|s| !mind.done(s)).collect();
-                let chosen = if pending.is_empty() { steps } else { pending };
-                let calls: Vec<Value> = chosen.iter().flat_map(|s| mind.calls_for(s)).collect();
-                json!({ "steps": calls })
-            }
-            (Purpose::Tactical, None) => json!({"steps": []}),
-            (Purpose::Verifier, _) => {
-                let missing: Vec<&str> = task
-                    .steps
-                    .iter()
-                    .filter(|s| !mind.done(s))
-                    .map(|s| s.id.as_str())
-                    .collect();
-                if missing.is_empty() {
-                    json!({"verdict": "pass", "reason": "every step's receipt is in the evidence"})
-                } else {
-                    json!({"verdict": "fail",
-                           "reason": format!("no receipt in the evidence for: {}", missing.join(", "))})
-                }
-            }
-        };
+        let value = mind.reply(call.purpose, call.milestone.as_deref(), &tools);
         let chars = call.prompt.len() + call.input.to_string().len() + value.to_string().len();
         let per = suite.world.chars_per_token.max(1);
         let tokens = suite.world.tokens_per_call + (chars as u64).div_ceil(per);
@@ -463,155 +246,4 @@ impl ToolPort for World {
             perform(task, world, &call.tool, &call.args)
         })
     }
-}
-
-fn arg<'a>(args: &'a Value, name: &str) -> &'a str {
-    args.get(name).and_then(Value::as_str).unwrap_or_default()
-}
-
-fn error(message: String) -> Result<ToolReply, PortError> {
-    Ok(ToolReply {
-        error: Some(message),
-        ..ToolReply::default()
-    })
-}
-
-fn output(output: Value) -> Result<ToolReply, PortError> {
-    Ok(ToolReply {
-        output,
-        ..ToolReply::default()
-    })
-}
-
-/// The tools' behaviour: perform a step when the arguments are right, fire the fault.
-fn perform(
-    task: &SuiteTask,
-    world: &mut TaskWorld,
-    tool: &str,
-    args: &Value,
-) -> Result<ToolReply, PortError> {
-    if tool == LOCATE {
-        let sid = arg(args, "ref");
-        let hit = task
-            .fault
-            .as_ref()
-            .is_some_and(|f| f.kind == FaultKind::MissingFile && f.step == sid);
-        if hit {
-            world.located = true;
-            return output(json!({"found": true, "signal": format!("located:{sid}")}));
-        }
-        return error(format!("locate: nothing to locate for {sid:?}"));
-    }
-    let candidates: Vec<&TaskStep> = task.steps.iter().filter(|s| s.tool == tool).collect();
-    if candidates.is_empty() {
-        return error(format!("{tool}: not available in this environment"));
-    }
-    // The step meant is the first one of this tool whose arguments all match; failing that,
-    // the first one not yet performed (its mismatching argument is then reported).
-    let matches = |step: &TaskStep| {
-        step.args
-            .iter()
-            .all(|(k, v)| arg(args, k) == resolve_truth(v, &world.facts))
-    };
-    let step = candidates
-        .iter()
-        .find(|s| matches(s))
-        .or_else(|| {
-            candidates
-                .iter()
-                .find(|s| !world.performed.contains_key(&s.id))
-        })
-        .or_else(|| candidates.first())
-        .copied()
-        .ok_or_else(|| PortError::new(FailureKind::Permanent, "no step"))?;
-    let sid = step.id.clone();
-    if let Some(fault) = task.fault.as_ref().filter(|f| f.step == sid) {
-        match fault.kind {
-            FaultKind::ToolTimeout if world.fault_hits < fault.times.unwrap_or(1) => {
-                world.fault_hits += 1;
-                return Err(PortError::new(
-                    FailureKind::Transient,
-                    format!("{tool}: timed out after 30000 ms (signal timeout:{sid})"),
-                ));
-            }
-            FaultKind::ResourceDisappears if !world.gone => {
-                world.gone = true;
-                world.fault_hits += 1;
-                let fact = fault.fact.clone().unwrap_or_default();
-                let old = world.facts.get(&fact).cloned().unwrap_or_default();
-                world.facts.insert(fact, format!("{old}-renewed"));
-                return error(format!(
-                    "{tool}: resource {old} is gone (signal gone:{sid})"
-                ));
-            }
-            _ => {}
-        }
-    }
-    for (name, template) in &step.args {
-        let expected = resolve_truth(template, &world.facts);
-        let given = arg(args, name);
-        if given != expected {
-            return error(format!("{tool}: not found: {name}={given:?}"));
-        }
-    }
-    if let Some(fault) = task.fault.as_ref().filter(|f| f.step == sid) {
-        match fault.kind {
-            FaultKind::MissingFile if !world.located => {
-                world.fault_hits += 1;
-                let path = step.args.values().next().cloned().unwrap_or_default();
-                return error(format!(
-                    "{tool}: no such file: {} (signal missing:{sid})",
-                    resolve_truth(&path, &world.facts)
-                ));
-            }
-            FaultKind::UnexpectedResponse if arg(args, "api") != "v2" => {
-                world.fault_hits += 1;
-                return output(
-                    json!({"status": "moved", "detail": "this endpoint answers in API v2",
-                                     "signal": format!("moved:{sid}")}),
-                );
-            }
-            FaultKind::InvalidIntermediate if arg(args, "validate") != "true" => {
-                world.fault_hits += 1;
-                return output(json!({"ok": true, "valid": false,
-                                     "problems": ["the produced data does not match its schema"],
-                                     "signal": format!("invalid:{sid}")}));
-            }
-            FaultKind::IncompleteEvidence if arg(args, "page") != "2" => {
-                world.fault_hits += 1;
-                return output(
-                    json!({"items": ["first half of the evidence"], "complete": false,
-                                     "next_page": "2", "signal": format!("partial:{sid}")}),
-                );
-            }
-            _ => {}
-        }
-    }
-    let count = world.performed.entry(sid.clone()).or_insert(0);
-    *count += 1;
-    if *count > 1 && step.writes {
-        world.repeated_side_effects += 1;
-    }
-    let mut revealed: Map<String, Value> = step
-        .reveals
-        .keys()
-        .map(|k| {
-            (
-                k.clone(),
-                json!(world.facts.get(k).cloned().unwrap_or_default()),
-            )
-        })
-        .collect();
-    revealed.insert("receipt".into(), json!(format!("done:{sid}")));
-    if world.gone
-        && let Some(fact) = task.fault.as_ref().and_then(|f| f.fact.clone())
-        && step.reveals.contains_key(&fact)
-    {
-        revealed.insert("signal".into(), json!(format!("renewed:{fact}")));
-    }
-    Ok(ToolReply {
-        output: Value::Object(revealed.clone()),
-        artifacts: BTreeMap::from([(sid, Value::Object(revealed))]),
-        error: None,
-    })
 }
