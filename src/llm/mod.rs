@@ -23,6 +23,7 @@ pub mod client;
 pub mod error;
 pub mod output;
 pub mod retry;
+mod send;
 pub mod usage;
 mod wire;
 
