@@ -42,9 +42,9 @@ pub async fn call_tool(
         .to_string();
     let args = match checked_args(tool, &body) {
         Ok(args) => args,
-        Err(refusal) => {
+        Err((status, body)) => {
             state.record_tool_request(&name, key, false);
-            return refusal;
+            return faults::labelled(status, body);
         }
     };
 
@@ -85,14 +85,14 @@ pub async fn call_tool(
     faults::labelled(StatusCode::OK, answer)
 }
 
-/// The body's `args`, checked against the tool's schema; the refusal to send otherwise.
-fn checked_args(tool: &SimTool, body: &[u8]) -> Result<Value, Response> {
+/// The body's `args`, checked against the tool's schema; the refusal (status and body) otherwise.
+fn checked_args(tool: &SimTool, body: &[u8]) -> Result<Value, (StatusCode, Value)> {
     let args = match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(mut map)) if map.contains_key("args") => {
             map.remove("args").unwrap_or(Value::Null)
         }
         _ => {
-            return Err(faults::labelled(
+            return Err((
                 StatusCode::BAD_REQUEST,
                 json!({"error": "expected a JSON body {\"args\": {...}}"}),
             ));
@@ -103,7 +103,7 @@ fn checked_args(tool: &SimTool, body: &[u8]) -> Result<Value, Response> {
         Err(error) => vec![error],
     };
     if !problems.is_empty() {
-        return Err(faults::labelled(
+        return Err((
             StatusCode::UNPROCESSABLE_ENTITY,
             json!({"error": format!("invalid args: {}", problems.join("; "))}),
         ));
