@@ -295,6 +295,9 @@ pub struct Ledger {
 #[path = "ledger_ops.rs"]
 mod ops;
 
+#[path = "ledger_reads.rs"]
+mod reads;
+
 #[cfg(test)]
 #[path = "ledger_tests.rs"]
 mod tests;

@@ -288,7 +288,7 @@ fn rebalance_refunds_a_new_plan_version() {
 }
 
 #[test]
-fn bad_input_and_bad_movements_are_refused() {
+fn bad_input_is_refused() {
     let totals = tokens(100);
     let policy = LedgerPolicy::default();
     assert_eq!(
@@ -303,6 +303,12 @@ fn bad_input_and_bad_movements_are_refused() {
         Ledger::allocate(totals, &shares(&[("a", 0)]), &policy),
         Err(LedgerError::ZeroEffort("a".into()))
     );
+}
+
+#[test]
+fn bad_movements_are_refused() {
+    let totals = tokens(100);
+    let policy = LedgerPolicy::default();
     let (mut ledger, _) = Ledger::allocate(totals, &shares(&[("a", 1)]), &policy).unwrap();
     assert_eq!(
         ledger.charge("zz", tokens(1)),
@@ -331,6 +337,25 @@ fn bad_input_and_bad_movements_are_refused() {
     };
     assert!(ledger.apply(&orphan).is_err());
     assert_eq!(ledger, before);
+    assert!(
+        Ledger::replay(
+            tokens(10),
+            &[LedgerMovement {
+                milestone_id: None,
+                kind: MovementKind::Allocate,
+                unit: Unit::Tokens,
+                amount: 11
+            }]
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn failed_operations_leave_the_books_unchanged() {
+    let totals = tokens(100);
+    let policy = LedgerPolicy::default();
+    let (mut ledger, _) = Ledger::allocate(totals, &shares(&[("a", 1)]), &policy).unwrap();
     // An operation that fails halfway leaves nothing applied: tokens would fit, tool calls
     // overflow.
     ledger
@@ -362,18 +387,6 @@ fn bad_input_and_bad_movements_are_refused() {
         Err(LedgerError::UnknownMilestone("ghost".into()))
     );
     assert_eq!(ledger, before);
-    assert!(
-        Ledger::replay(
-            tokens(10),
-            &[LedgerMovement {
-                milestone_id: None,
-                kind: MovementKind::Allocate,
-                unit: Unit::Tokens,
-                amount: 11
-            }]
-        )
-        .is_err()
-    );
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! stays readable in one sitting).
 
 use super::*;
-use crate::domain::plan::{Plan, Step, StepStatus};
+use crate::domain::plan::{MilestoneStatus, Plan, Step, StepStatus};
 use serde_json::{Value, json};
 
 fn tools() -> KnownTools {

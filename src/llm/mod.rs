@@ -24,6 +24,7 @@ pub mod endpoint;
 pub mod error;
 pub mod output;
 pub mod retry;
+mod send;
 pub mod usage;
 mod wire;
 

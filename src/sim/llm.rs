@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::faults;
 use super::generic;
-use super::scenario::{FaultKind, Reply};
+use super::scenario::{Fault, FaultKind, Reply};
 use super::state::{LlmRequestRecord, SimState};
 use crate::llm::{Purpose, headers};
 
@@ -53,6 +53,45 @@ pub fn best_reply<'a>(
     best.map(|(_, index, reply)| (index, reply))
 }
 
+/// What the request's `X-Cairn-*` headers say.
+struct RequestHeaders<'a> {
+    purpose_text: Option<&'a str>,
+    purpose: Option<Purpose>,
+    task: String,
+    milestone: Option<String>,
+    attempt_header: Option<u32>,
+    attempt: u32,
+}
+
+impl<'a> RequestHeaders<'a> {
+    fn read(map: &'a HeaderMap) -> RequestHeaders<'a> {
+        let purpose_text = header(map, headers::PURPOSE);
+        let attempt_header = header(map, headers::ATTEMPT).and_then(|a| a.parse().ok());
+        RequestHeaders {
+            purpose_text,
+            purpose: purpose_text.and_then(Purpose::parse),
+            task: header(map, headers::TASK).unwrap_or_default().to_string(),
+            milestone: header(map, headers::MILESTONE).map(str::to_string),
+            attempt_header,
+            attempt: attempt_header.unwrap_or(1),
+        }
+    }
+
+    /// The record of this request, before it is known what answered it.
+    fn record(&self, map: &HeaderMap, request: &Value) -> LlmRequestRecord {
+        LlmRequestRecord {
+            purpose: self.purpose_text.map(str::to_string),
+            task: (!self.task.is_empty()).then(|| self.task.clone()),
+            milestone: self.milestone.clone(),
+            attempt: self.attempt_header,
+            authorized: header(map, "authorization")
+                .is_some_and(|value| value.starts_with("Bearer ")),
+            response_format: request.get("response_format").is_some(),
+            answered_with: "generic".into(),
+        }
+    }
+}
+
 pub async fn chat(
     State(state): State<Arc<SimState>>,
     request_headers: HeaderMap,
@@ -65,27 +104,17 @@ pub async fn chat(
     let Some(messages) = request.get("messages").and_then(Value::as_array) else {
         return bad_request("`messages` must be an array");
     };
-    let purpose_text = header(&request_headers, headers::PURPOSE);
-    let purpose = purpose_text.and_then(Purpose::parse);
-    let task = header(&request_headers, headers::TASK)
-        .unwrap_or_default()
-        .to_string();
-    let milestone = header(&request_headers, headers::MILESTONE).map(str::to_string);
-    let attempt_header = header(&request_headers, headers::ATTEMPT).and_then(|a| a.parse().ok());
-    let attempt: u32 = attempt_header.unwrap_or(1);
-    let mut record = LlmRequestRecord {
-        purpose: purpose_text.map(str::to_string),
-        task: (!task.is_empty()).then(|| task.clone()),
-        milestone: milestone.clone(),
-        attempt: attempt_header,
-        authorized: header(&request_headers, "authorization")
-            .is_some_and(|value| value.starts_with("Bearer ")),
-        response_format: request.get("response_format").is_some(),
-        answered_with: "generic".into(),
-    };
+    let asked = RequestHeaders::read(&request_headers);
+    let mut record = asked.record(&request_headers, &request);
     let scenario = &state.scenario;
-    let chosen =
-        purpose.and_then(|p| best_reply(&scenario.replies, p, milestone.as_deref(), attempt));
+    let chosen = asked.purpose.and_then(|p| {
+        best_reply(
+            &scenario.replies,
+            p,
+            asked.milestone.as_deref(),
+            asked.attempt,
+        )
+    });
     if let Some((index, _)) = chosen {
         record.answered_with = format!("replies[{index}]");
     } else if !scenario.generic_fallback {
@@ -97,10 +126,9 @@ pub async fn chat(
         );
     }
     let fault = chosen.and_then(|(index, reply)| {
-        reply
-            .fault
-            .as_ref()
-            .filter(|fault| state.take_fault(&format!("replies[{index}]"), &task, fault.times))
+        reply.fault.as_ref().filter(|fault| {
+            state.take_fault(&format!("replies[{index}]"), &asked.task, fault.times)
+        })
     });
     if let Some(fault) = fault {
         record
@@ -119,18 +147,35 @@ pub async fn chat(
     {
         return response;
     }
-
-    let goal = generic::goal_of(messages);
     let reply = chosen.map(|(_, reply)| reply);
+    let content = content(reply, &asked, messages, fault);
+    let usage = usage(reply, messages, &content);
+    let answer = completion(&state, content, usage);
+    if fault.is_some_and(|f| f.kind == FaultKind::TruncatedBody) {
+        return faults::truncated(&answer);
+    }
+    state.add_tokens(usage.map(|(p, c)| p + c).unwrap_or(0));
+    faults::labelled(StatusCode::OK, answer)
+}
+
+/// The message content: the scripted reply, else the generic mode's, then a content fault.
+fn content(
+    reply: Option<&Reply>,
+    asked: &RequestHeaders<'_>,
+    messages: &[Value],
+    fault: Option<&Fault>,
+) -> String {
+    let goal = generic::goal_of(messages);
     let mut content = match (
         reply.and_then(|r| r.json.as_ref()),
         reply.and_then(|r| r.content.as_ref()),
     ) {
         (Some(json), _) => json.to_string(),
         (None, Some(text)) => text.clone(),
-        (None, None) => match purpose {
+        (None, None) => match asked.purpose {
             Some(purpose) => {
-                generic::reply(purpose, milestone.as_deref(), attempt, &goal).to_string()
+                generic::reply(purpose, asked.milestone.as_deref(), asked.attempt, &goal)
+                    .to_string()
             }
             None => format!("cairn-sim: a simulated reply about: {goal}"),
         },
@@ -143,7 +188,12 @@ pub async fn chat(
         Some((FaultKind::MalformedJson, _)) => content = faults::malformed(&content),
         _ => {}
     }
-    let usage = match reply {
+    content
+}
+
+/// (prompt, completion) tokens: the scripted usage, or an estimate in the generic mode.
+fn usage(reply: Option<&Reply>, messages: &[Value], content: &str) -> Option<(u64, u64)> {
+    match reply {
         Some(reply) => reply.usage.map(|u| (u.prompt_tokens, u.completion_tokens)),
         // The generic mode reports an estimate, as a real model would report something.
         None => {
@@ -154,12 +204,16 @@ pub async fn chat(
                 .sum();
             Some((prompt.div_ceil(4) as u64, content.len().div_ceil(4) as u64))
         }
-    };
+    }
+}
+
+/// The OpenAI-shaped `chat.completion` body.
+fn completion(state: &SimState, content: String, usage: Option<(u64, u64)>) -> Value {
     let mut answer = json!({
         "id": format!("simcmpl-{}", state.next_id()),
         "object": "chat.completion",
         "created": chrono::Utc::now().timestamp(),
-        "model": scenario.model,
+        "model": state.scenario.model,
         "system_fingerprint": super::scenario::SIM_MODEL,
         "choices": [{
             "index": 0,
@@ -168,7 +222,6 @@ pub async fn chat(
         }],
         "simulated": true
     });
-    let tokens = usage.map(|(p, c)| p + c).unwrap_or(0);
     if let Some((prompt, completion)) = usage {
         answer["usage"] = json!({
             "prompt_tokens": prompt,
@@ -176,11 +229,7 @@ pub async fn chat(
             "total_tokens": prompt + completion
         });
     }
-    if fault.is_some_and(|f| f.kind == FaultKind::TruncatedBody) {
-        return faults::truncated(&answer);
-    }
-    state.add_tokens(tokens);
-    faults::labelled(StatusCode::OK, answer)
+    answer
 }
 
 fn bad_request(message: &str) -> Response {

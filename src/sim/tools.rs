@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use super::faults;
-use super::scenario::{FaultKind, ToolRule, args_match};
+use super::scenario::{FaultKind, SimTool, ToolRule, args_match};
 use super::state::SimState;
 use crate::llm::headers;
 use crate::schema;
@@ -41,29 +41,13 @@ pub async fn call_tool(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();
-    let args = match serde_json::from_slice::<Value>(&body) {
-        Ok(Value::Object(mut map)) if map.contains_key("args") => {
-            map.remove("args").unwrap_or(Value::Null)
-        }
-        _ => {
+    let args = match checked_args(tool, &body) {
+        Ok(args) => args,
+        Err((status, body)) => {
             state.record_tool_request(&name, key, false);
-            return faults::labelled(
-                StatusCode::BAD_REQUEST,
-                json!({"error": "expected a JSON body {\"args\": {...}}"}),
-            );
+            return faults::labelled(status, body);
         }
     };
-    let problems = match schema::compile(&tool.args_schema) {
-        Ok(validator) => schema::messages(&validator, &args),
-        Err(error) => vec![error],
-    };
-    if !problems.is_empty() {
-        state.record_tool_request(&name, key, false);
-        return faults::labelled(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            json!({"error": format!("invalid args: {}", problems.join("; "))}),
-        );
-    }
 
     let history = state.history(&task);
     let chosen = tool
@@ -90,14 +74,55 @@ pub async fn call_tool(
         return response;
     }
 
+    let (answer, failed) = answer(chosen.map(|(_, rule)| rule), &args);
+    match fault.map(|f| f.kind) {
+        Some(FaultKind::MalformedJson) => return malformed(&answer),
+        Some(FaultKind::TruncatedBody) => return faults::truncated(&answer),
+        _ => {}
+    }
+    if !failed {
+        state.remember_call(&task, &name, &args);
+    }
+    faults::labelled(StatusCode::OK, answer)
+}
+
+/// The body's `args`, checked against the tool's schema; the refusal (status and body) otherwise.
+fn checked_args(tool: &SimTool, body: &[u8]) -> Result<Value, (StatusCode, Value)> {
+    let args = match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(mut map)) if map.contains_key("args") => {
+            map.remove("args").unwrap_or(Value::Null)
+        }
+        _ => {
+            return Err((
+                StatusCode::BAD_REQUEST,
+                json!({"error": "expected a JSON body {\"args\": {...}}"}),
+            ));
+        }
+    };
+    let problems = match schema::compile(&tool.args_schema) {
+        Ok(validator) => schema::messages(&validator, &args),
+        Err(error) => vec![error],
+    };
+    if !problems.is_empty() {
+        return Err((
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({"error": format!("invalid args: {}", problems.join("; "))}),
+        ));
+    }
+    Ok(args)
+}
+
+/// The tool's answer (the chosen rule's, rendered with the call's args, or a plain ok), and
+/// whether it reports an error.
+fn answer(rule: Option<&ToolRule>, args: &Value) -> (Value, bool) {
     let mut answer = Map::new();
-    let (output, artifacts, error) = match chosen {
-        Some((_, rule)) => (
-            render(&rule.output, &args),
+    let (output, artifacts, error) = match rule {
+        Some(rule) => (
+            render(&rule.output, args),
             rule.artifacts
                 .as_ref()
-                .map(|a| render(&Value::Object(a.clone()), &args)),
-            rule.error.as_ref().map(|e| render(&json!(e), &args)),
+                .map(|a| render(&Value::Object(a.clone()), args)),
+            rule.error.as_ref().map(|e| render(&json!(e), args)),
         ),
         None => (json!({"ok": true}), None, None),
     };
@@ -110,26 +135,19 @@ pub async fn call_tool(
         answer.insert("error".into(), error);
     }
     answer.insert("simulated".into(), Value::Bool(true));
-    let answer = Value::Object(answer);
-    match fault.map(|f| f.kind) {
-        Some(FaultKind::MalformedJson) => {
-            let mut response =
-                (StatusCode::OK, faults::malformed(&answer.to_string())).into_response();
-            let headers = response.headers_mut();
-            headers.insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            headers.insert(headers::SIMULATED, HeaderValue::from_static("true"));
-            return response;
-        }
-        Some(FaultKind::TruncatedBody) => return faults::truncated(&answer),
-        _ => {}
-    }
-    if !failed {
-        state.remember_call(&task, &name, &args);
-    }
-    faults::labelled(StatusCode::OK, answer)
+    (Value::Object(answer), failed)
+}
+
+/// The `malformed_json` fault: a broken body labelled as JSON.
+fn malformed(answer: &Value) -> Response {
+    let mut response = (StatusCode::OK, faults::malformed(&answer.to_string())).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(headers::SIMULATED, HeaderValue::from_static("true"));
+    response
 }
 
 fn rule_holds(rule: &ToolRule, args: &Value, history: &[(String, Value)]) -> bool {

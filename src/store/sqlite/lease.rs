@@ -7,7 +7,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 use serde_json::json;
-use sqlx::Row;
+use sqlx::{Row, SqliteConnection};
 
 use super::SqliteStore;
 use super::codec::{self, id_text, millis, task_columns, task_from_row};
@@ -116,90 +116,13 @@ impl SqliteStore {
         let now_ms = millis(now);
         let id = id_text(lease.task_id);
         let mut tx = self.write().await?;
-        let row = sqlx::query(
-            "SELECT last_seq FROM tasks \
-             WHERE id = ?1 AND claimed_by = ?2 AND fence = ?3 AND status = 'running'",
-        )
-        .bind(&id)
-        .bind(&lease.worker_id)
-        .bind(lease.fence)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(row) = row else {
+        let Some(before) = fenced_last_seq(&mut tx, &id, lease).await? else {
             // Dropping `tx` rolls back; nothing was written.
             return Ok(Commit::LeaseLost);
         };
-        let before: i64 = row.try_get("last_seq")?;
-
-        let mut seq = before;
-        for event in &change.events {
-            seq += 1;
-            append_event(&mut tx, &id, seq, &event.kind, &event.data, now_ms).await?;
-        }
-        if let Some(plan) = &change.plan_version {
-            sqlx::query(
-                "INSERT INTO plan_versions (task_id, version, reason, caused_by_seq, plan, \
-                 created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )
-            .bind(&id)
-            .bind(plan.version)
-            .bind(&plan.reason)
-            .bind(plan.caused_by_seq)
-            .bind(codec::json_text(&plan.plan))
-            .bind(now_ms)
-            .execute(&mut *tx)
-            .await?;
-        }
-        for entry in &change.ledger {
-            sqlx::query(
-                "INSERT INTO ledger_entries (task_id, milestone_id, kind, unit, amount, \
-                 created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )
-            .bind(&id)
-            .bind(&entry.milestone_id)
-            .bind(&entry.kind)
-            .bind(&entry.unit)
-            .bind(entry.amount)
-            .bind(now_ms)
-            .execute(&mut *tx)
-            .await?;
-        }
-        for artifact in &change.artifacts {
-            sqlx::query(
-                "INSERT INTO artifacts (task_id, milestone_id, name, value, created_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .bind(&id)
-            .bind(&artifact.milestone_id)
-            .bind(&artifact.name)
-            .bind(codec::json_text(&artifact.value))
-            .bind(now_ms)
-            .execute(&mut *tx)
-            .await?;
-        }
-
+        let seq = insert_change_rows(&mut tx, &id, before, &change, now_ms).await?;
         let status = resulting_status(&change);
-        let ends_lease = status != TaskStatus::Running;
-        sqlx::query(
-            "UPDATE tasks SET status = ?2, updated_at = ?3, last_seq = ?4, \
-             finished_at = CASE WHEN ?5 THEN ?3 ELSE finished_at END, \
-             result = COALESCE(?6, result), state = COALESCE(?7, state), \
-             plan_version = COALESCE(?8, plan_version), \
-             claimed_by = CASE WHEN ?9 THEN NULL ELSE claimed_by END, \
-             lease_expires_at = CASE WHEN ?9 THEN NULL ELSE lease_expires_at END \
-             WHERE id = ?1",
-        )
-        .bind(&id)
-        .bind(status.as_str())
-        .bind(now_ms)
-        .bind(seq)
-        .bind(status.is_terminal())
-        .bind(change.result.as_ref().map(codec::json_text))
-        .bind(change.state.as_ref().map(codec::json_text))
-        .bind(change.plan_version.as_ref().map(|plan| plan.version))
-        .bind(ends_lease)
-        .execute(&mut *tx)
-        .await?;
+        update_task_row(&mut tx, &id, status, seq, &change, now_ms).await?;
         tx.commit().await?;
 
         if seq > before {
@@ -273,6 +196,119 @@ impl SqliteStore {
         }
         Ok(reaped)
     }
+}
+
+/// The task's `last_seq` when `lease` still holds it (right worker, current fence, running).
+async fn fenced_last_seq(
+    conn: &mut SqliteConnection,
+    id: &str,
+    lease: &Lease,
+) -> Result<Option<i64>, StoreError> {
+    let row = sqlx::query(
+        "SELECT last_seq FROM tasks \
+         WHERE id = ?1 AND claimed_by = ?2 AND fence = ?3 AND status = 'running'",
+    )
+    .bind(id)
+    .bind(&lease.worker_id)
+    .bind(lease.fence)
+    .fetch_optional(&mut *conn)
+    .await?;
+    match row {
+        Some(row) => Ok(Some(row.try_get("last_seq")?)),
+        None => Ok(None),
+    }
+}
+
+/// The change's events (numbered after `before`), plan version, ledger entries and artifacts;
+/// returns the last event sequence number.
+async fn insert_change_rows(
+    conn: &mut SqliteConnection,
+    id: &str,
+    before: i64,
+    change: &Change,
+    now_ms: i64,
+) -> Result<i64, StoreError> {
+    let mut seq = before;
+    for event in &change.events {
+        seq += 1;
+        append_event(conn, id, seq, &event.kind, &event.data, now_ms).await?;
+    }
+    if let Some(plan) = &change.plan_version {
+        sqlx::query(
+            "INSERT INTO plan_versions (task_id, version, reason, caused_by_seq, plan, \
+             created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .bind(id)
+        .bind(plan.version)
+        .bind(&plan.reason)
+        .bind(plan.caused_by_seq)
+        .bind(codec::json_text(&plan.plan))
+        .bind(now_ms)
+        .execute(&mut *conn)
+        .await?;
+    }
+    for entry in &change.ledger {
+        sqlx::query(
+            "INSERT INTO ledger_entries (task_id, milestone_id, kind, unit, amount, \
+             created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .bind(id)
+        .bind(&entry.milestone_id)
+        .bind(&entry.kind)
+        .bind(&entry.unit)
+        .bind(entry.amount)
+        .bind(now_ms)
+        .execute(&mut *conn)
+        .await?;
+    }
+    for artifact in &change.artifacts {
+        sqlx::query(
+            "INSERT INTO artifacts (task_id, milestone_id, name, value, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .bind(id)
+        .bind(&artifact.milestone_id)
+        .bind(&artifact.name)
+        .bind(codec::json_text(&artifact.value))
+        .bind(now_ms)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(seq)
+}
+
+/// The task row after the commit: status, sequence, result, checkpoint, plan version, and the
+/// lease cleared when the status leaves `running`.
+async fn update_task_row(
+    conn: &mut SqliteConnection,
+    id: &str,
+    status: TaskStatus,
+    seq: i64,
+    change: &Change,
+    now_ms: i64,
+) -> Result<(), StoreError> {
+    let ends_lease = status != TaskStatus::Running;
+    sqlx::query(
+        "UPDATE tasks SET status = ?2, updated_at = ?3, last_seq = ?4, \
+         finished_at = CASE WHEN ?5 THEN ?3 ELSE finished_at END, \
+         result = COALESCE(?6, result), state = COALESCE(?7, state), \
+         plan_version = COALESCE(?8, plan_version), \
+         claimed_by = CASE WHEN ?9 THEN NULL ELSE claimed_by END, \
+         lease_expires_at = CASE WHEN ?9 THEN NULL ELSE lease_expires_at END \
+         WHERE id = ?1",
+    )
+    .bind(id)
+    .bind(status.as_str())
+    .bind(now_ms)
+    .bind(seq)
+    .bind(status.is_terminal())
+    .bind(change.result.as_ref().map(codec::json_text))
+    .bind(change.state.as_ref().map(codec::json_text))
+    .bind(change.plan_version.as_ref().map(|plan| plan.version))
+    .bind(ends_lease)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }
 
 /// The status a commit leaves the task in. A release (or an explicit `queued`) hands the task

@@ -49,6 +49,67 @@ async fn task_by_id(conn: &mut SqliteConnection, id: &str) -> Result<Option<Task
     .transpose()
 }
 
+/// An idempotency key already used by this tenant: the task it created (same request) or the
+/// conflict (another request). `None` when the key is new.
+async fn replay_key(
+    conn: &mut SqliteConnection,
+    tenant_id: &str,
+    claim: &IdempotencyClaim,
+) -> Result<Option<Result<Created, StoreError>>, StoreError> {
+    let existing = sqlx::query(
+        "SELECT request_hash, task_id FROM idempotency_keys \
+         WHERE tenant_id = ?1 AND key = ?2",
+    )
+    .bind(tenant_id)
+    .bind(&claim.key)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(row) = existing else {
+        return Ok(None);
+    };
+    let hash: String = row.try_get("request_hash")?;
+    let task_id: String = row.try_get("task_id")?;
+    let task = task_by_id(conn, &task_id).await?.ok_or_else(|| {
+        StoreError::Corrupt(format!("idempotency key points at missing task {task_id}"))
+    })?;
+    if hash != claim.request_hash {
+        return Ok(Some(Err(StoreError::IdempotencyConflict {
+            existing_task: task.id,
+        })));
+    }
+    Ok(Some(Ok(Created {
+        task,
+        created: false,
+    })))
+}
+
+/// The new task's row, queued, with its first event's sequence number already counted.
+async fn insert_task(
+    conn: &mut SqliteConnection,
+    id: &str,
+    new: &NewTask,
+    now_ms: i64,
+) -> Result<Task, StoreError> {
+    let row = sqlx::query(concat!(
+        "INSERT INTO tasks (id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, \
+         budget_wall_ms, metadata, status, created_at, updated_at, last_seq) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', ?9, ?9, 1) RETURNING ",
+        task_columns!()
+    ))
+    .bind(id)
+    .bind(&new.tenant_id)
+    .bind(&new.goal)
+    .bind(new.strategy.as_str())
+    .bind(codec::budget_int("tokens", new.budget.tokens)?)
+    .bind(codec::budget_int("tool_calls", new.budget.tool_calls)?)
+    .bind(codec::budget_int("wall_ms", new.budget.wall_ms)?)
+    .bind(codec::json_text(&new.metadata))
+    .bind(now_ms)
+    .fetch_one(&mut *conn)
+    .await?;
+    task_from_row(&row)
+}
+
 impl SqliteStore {
     pub(super) async fn create_task_tx(
         &self,
@@ -58,53 +119,15 @@ impl SqliteStore {
     ) -> Result<Created, StoreError> {
         let now_ms = millis(now);
         let mut tx = self.write().await?;
-        if let Some(claim) = &idempotency {
-            let existing = sqlx::query(
-                "SELECT request_hash, task_id FROM idempotency_keys \
-                 WHERE tenant_id = ?1 AND key = ?2",
-            )
-            .bind(&new.tenant_id)
-            .bind(&claim.key)
-            .fetch_optional(&mut *tx)
-            .await?;
-            if let Some(row) = existing {
-                let hash: String = row.try_get("request_hash")?;
-                let task_id: String = row.try_get("task_id")?;
-                let task = task_by_id(&mut tx, &task_id).await?.ok_or_else(|| {
-                    StoreError::Corrupt(format!("idempotency key points at missing task {task_id}"))
-                })?;
-                // Dropping `tx` rolls back: a replay or a conflict writes nothing.
-                if hash != claim.request_hash {
-                    return Err(StoreError::IdempotencyConflict {
-                        existing_task: task.id,
-                    });
-                }
-                return Ok(Created {
-                    task,
-                    created: false,
-                });
-            }
+        if let Some(claim) = &idempotency
+            && let Some(replayed) = replay_key(&mut tx, &new.tenant_id, claim).await?
+        {
+            // Dropping `tx` rolls back: a replay or a conflict writes nothing.
+            return replayed;
         }
 
         let id = id_text(new.id);
-        let row = sqlx::query(concat!(
-            "INSERT INTO tasks (id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, \
-             budget_wall_ms, metadata, status, created_at, updated_at, last_seq) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', ?9, ?9, 1) RETURNING ",
-            task_columns!()
-        ))
-        .bind(&id)
-        .bind(&new.tenant_id)
-        .bind(&new.goal)
-        .bind(new.strategy.as_str())
-        .bind(codec::budget_int("tokens", new.budget.tokens)?)
-        .bind(codec::budget_int("tool_calls", new.budget.tool_calls)?)
-        .bind(codec::budget_int("wall_ms", new.budget.wall_ms)?)
-        .bind(codec::json_text(&new.metadata))
-        .bind(now_ms)
-        .fetch_one(&mut *tx)
-        .await?;
-        let task = task_from_row(&row)?;
+        let task = insert_task(&mut tx, &id, &new, now_ms).await?;
         let data = json!({ "strategy": new.strategy, "budget": new.budget });
         append_event(&mut tx, &id, 1, kinds::TASK_CREATED, &data, now_ms).await?;
         if let Some(claim) = &idempotency {

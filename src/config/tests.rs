@@ -1,0 +1,105 @@
+use super::*;
+use std::collections::HashMap;
+
+fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let map: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |name| map.get(name).cloned()
+}
+
+#[test]
+fn defaults_are_valid() {
+    let config = Config::load(None, env(&[])).expect("defaults");
+    assert_eq!(config, Config::default());
+}
+
+#[test]
+fn env_overrides_and_bad_values_name_the_variable() {
+    let config = Config::load(None, env(&[("CAIRN_WORKERS", "7")])).expect("valid");
+    assert_eq!(config.workers, 7);
+    let error = Config::load(None, env(&[("CAIRN_WORKERS", "many")])).unwrap_err();
+    assert!(error.to_string().contains("CAIRN_WORKERS"), "{error}");
+    let error = Config::load(None, env(&[("CAIRN_DATABASE_URL", "mysql://x")])).unwrap_err();
+    assert!(error.to_string().contains("CAIRN_DATABASE_URL"), "{error}");
+}
+
+#[test]
+fn cairn_database_url_wins_over_database_url() {
+    let config = Config::load(
+        None,
+        env(&[
+            ("DATABASE_URL", "postgres://a/x"),
+            ("CAIRN_DATABASE_URL", "postgres://b/y"),
+        ]),
+    )
+    .expect("valid");
+    assert_eq!(
+        config.database_url.as_ref().map(Secret::expose),
+        Some("postgres://b/y")
+    );
+}
+
+#[test]
+fn secrets_never_print() {
+    let config = Config::load(
+        None,
+        env(&[
+            ("CAIRN_LLM_DEFAULT_BASE_URL", "http://127.0.0.1:1"),
+            ("CAIRN_LLM_DEFAULT_MODEL", "m"),
+            ("CAIRN_LLM_DEFAULT_API_KEY", "sk-very-secret"),
+            ("CAIRN_DATABASE_URL", "postgres://user:hunter2@h/db"),
+        ]),
+    )
+    .expect("valid");
+    let debug = format!("{config:?}");
+    let json = serde_json::to_string(&config).expect("serializes");
+    for shown in [debug, json] {
+        assert!(
+            !shown.contains("sk-very-secret") && !shown.contains("hunter2"),
+            "{shown}"
+        );
+    }
+}
+
+#[test]
+fn engine_settings_from_file_and_env_are_checked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("cairn.toml");
+    std::fs::write(&path, "[engine]\nmax_parallel = 2\nmax_retry_step = 1\n").expect("write");
+    let config =
+        Config::load(Some(&path), env(&[("CAIRN_ENGINE_REPAIR_AT", "0.75")])).expect("valid");
+    assert_eq!(
+        (
+            config.engine.max_parallel,
+            config.engine.max_retry_step,
+            config.engine.pressure_frac
+        ),
+        (2, 1, 0.75)
+    );
+    let error = Config::load(None, env(&[("CAIRN_ENGINE_RESERVE_FRAC", "1.5")])).unwrap_err();
+    assert!(
+        error.to_string().contains("CAIRN_ENGINE_RESERVE_FRAC"),
+        "{error}"
+    );
+    std::fs::write(&path, "[engine]\nmax_paralel = 2\n").expect("write");
+    let error = Config::load(Some(&path), env(&[])).unwrap_err();
+    assert!(error.to_string().contains("max_paralel"), "{error}");
+}
+
+#[test]
+fn file_then_env() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("cairn.toml");
+    std::fs::write(
+        &path,
+        "workers = 3\nlease_ttl_ms = 5000\nheartbeat_ms = 1000\n",
+    )
+    .expect("write");
+    let config = Config::load(Some(&path), env(&[("CAIRN_WORKERS", "5")])).expect("valid");
+    assert_eq!((config.workers, config.lease_ttl_ms), (5, 5000));
+    std::fs::write(&path, "wokers = 3\n").expect("write");
+    let error = Config::load(Some(&path), env(&[])).unwrap_err();
+    assert!(error.to_string().contains("wokers"), "{error}");
+}

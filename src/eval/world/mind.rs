@@ -1,0 +1,252 @@
+//! The model's side of the world: what it sees in its context and the deterministic draws it
+//! makes (rules 1 to 3 of the module documentation).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use super::LOCATE;
+use crate::engine::runtime::ports::Purpose;
+use crate::eval::suite::{FaultKind, SuiteTask, TaskStep, fact_refs};
+
+/// What the model can see, and the deterministic draws it makes.
+pub(super) struct Mind<'a> {
+    pub(super) task: &'a SuiteTask,
+    pub(super) repeat: u32,
+    pub(super) seed: u64,
+    pub(super) guess_success: f64,
+    pub(super) context: String,
+    pub(super) facts: BTreeMap<String, String>,
+}
+
+impl Mind<'_> {
+    fn sees(&self, token: &str) -> bool {
+        self.context.contains(token)
+    }
+
+    fn draw(&self, fact: &str, n: usize) -> f64 {
+        let mut hash = Sha256::new();
+        hash.update(format!(
+            "{}|{}|{}|{}|{}",
+            self.seed, self.task.id, self.repeat, fact, n
+        ));
+        let digest = hash.finalize();
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&digest[..8]);
+        (u64::from_be_bytes(bytes) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Rule 1: a fact in context is known; otherwise a seeded guess.
+    fn fact(&self, fact: &str) -> String {
+        let truth = self.facts.get(fact).cloned().unwrap_or_default();
+        if !truth.is_empty() && self.sees(&truth) {
+            return truth;
+        }
+        let marker = format!("guess-{fact}-");
+        let n = self.context.matches(&marker).count();
+        if self.draw(fact, n) < self.guess_success {
+            truth
+        } else {
+            format!("{marker}{n}")
+        }
+    }
+
+    fn resolve(&self, template: &str) -> String {
+        let mut out = template.to_string();
+        for fact in fact_refs(template) {
+            out = out.replace(&format!("{{{fact}}}"), &self.fact(&fact));
+        }
+        out
+    }
+
+    fn done(&self, step: &TaskStep) -> bool {
+        self.sees(&format!("done:{}", step.id))
+    }
+
+    /// Rule 3: the calls that carry out `step`, remedies first when a signal is in context.
+    fn calls_for(&self, step: &TaskStep) -> Vec<Value> {
+        let mut args: Map<String, Value> = step
+            .args
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(self.resolve(v))))
+            .collect();
+        let mut calls = Vec::new();
+        if let Some(fault) = self.task.fault.as_ref().filter(|f| f.step == step.id) {
+            let sid = &step.id;
+            match fault.kind {
+                FaultKind::MissingFile
+                    if self.sees(&format!("missing:{sid}"))
+                        && !self.sees(&format!("located:{sid}")) =>
+                {
+                    calls.push(json!({"id": format!("{sid}.locate"), "tool": LOCATE,
+                                      "args": {"ref": sid}}));
+                }
+                FaultKind::UnexpectedResponse if self.sees(&format!("moved:{sid}")) => {
+                    args.insert("api".into(), json!("v2"));
+                }
+                FaultKind::InvalidIntermediate if self.sees(&format!("invalid:{sid}")) => {
+                    args.insert("validate".into(), json!("true"));
+                }
+                FaultKind::IncompleteEvidence if self.sees(&format!("partial:{sid}")) => {
+                    args.insert("page".into(), json!("2"));
+                }
+                FaultKind::ResourceDisappears => {
+                    let fact = fault.fact.as_deref().unwrap_or_default();
+                    if self.sees(&format!("gone:{sid}"))
+                        && !self.sees(&format!("renewed:{fact}"))
+                        && let Some(source) = self
+                            .task
+                            .steps
+                            .iter()
+                            .find(|s| s.reveals.contains_key(fact))
+                    {
+                        let mut again = self.call(source, self.plain_args(source));
+                        again["id"] = json!(format!("{}.again", source.id));
+                        calls.push(again);
+                    }
+                }
+                _ => {}
+            }
+        }
+        calls.push(self.call(step, args));
+        calls
+    }
+
+    fn plain_args(&self, step: &TaskStep) -> Map<String, Value> {
+        step.args
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(self.resolve(v))))
+            .collect()
+    }
+
+    fn call(&self, step: &TaskStep, args: Map<String, Value>) -> Value {
+        json!({"id": step.id, "tool": step.tool, "args": args,
+               "expected_output": format!("receipt done:{}", step.id)})
+    }
+
+    /// Rule 2: the calls for the first step not yet done, or `None` when all are.
+    fn next(&self) -> Option<Vec<Value>> {
+        self.task
+            .steps
+            .iter()
+            .find(|s| !self.done(s))
+            .map(|s| self.calls_for(s))
+    }
+
+    fn answer(&self) -> Value {
+        match &self.task.answer {
+            Some(template) => json!(self.resolve(template)),
+            None => json!("done"),
+        }
+    }
+
+    fn phases(&self) -> Vec<(String, Vec<&TaskStep>)> {
+        let mut phases: Vec<(String, Vec<&TaskStep>)> = Vec::new();
+        for step in &self.task.steps {
+            match phases.iter_mut().find(|(p, _)| p == step.phase()) {
+                Some((_, steps)) => steps.push(step),
+                None => phases.push((step.phase().to_string(), vec![step])),
+            }
+        }
+        phases
+    }
+
+    /// v2's strategic answer: one milestone per phase, each checked by its last receipt.
+    fn plan(&self, tools: &[String]) -> Value {
+        let phases = self.phases();
+        let provider = |fact: &str| {
+            phases
+                .iter()
+                .find(|(_, steps)| steps.iter().any(|s| s.reveals.contains_key(fact)))
+                .map(|(p, _)| p.clone())
+        };
+        let milestones: Vec<Value> = phases
+            .iter()
+            .map(|(phase, steps)| {
+                let deps: BTreeSet<String> = steps
+                    .iter()
+                    .flat_map(|s| s.args.values())
+                    .flat_map(|v| fact_refs(v))
+                    .filter_map(|f| provider(&f))
+                    .filter(|p| p != phase)
+                    .collect();
+                let last = steps.last().map(|s| s.id.clone()).unwrap_or_default();
+                json!({"id": phase, "title": format!("carry out {phase}"),
+                       "depends_on": deps, "effort": steps.len(), "tools": tools,
+                       "outcome": format!("receipt done:{last}"),
+                       "accept": {"type": "artifact", "name": last, "non_empty": true}})
+            })
+            .collect();
+        json!({ "milestones": milestones })
+    }
+
+    /// The answer to one model call, by purpose and (for tactical calls) milestone.
+    pub(super) fn reply(
+        &self,
+        purpose: Purpose,
+        milestone: Option<&str>,
+        tools: &[String],
+    ) -> Value {
+        match (purpose, milestone) {
+            (Purpose::Gate, _) => json!({
+                "est_tool_calls": self.task.steps.len(),
+                "touches_writes": self.task.steps.iter().any(|s| s.writes),
+                "targets": self.task.targets,
+                "goal_kind": self.task.category.as_str(),
+            }),
+            (Purpose::Tactical, Some("one_shot")) => json!({"answer": self.answer()}),
+            (Purpose::Tactical, Some("reactive")) => match self.next() {
+                Some(calls) => calls.into_iter().next().unwrap_or(Value::Null),
+                None => json!({"done": true, "answer": self.answer()}),
+            },
+            (Purpose::Tactical, Some("direct")) => match self.next() {
+                Some(calls) => json!({ "steps": calls }),
+                None => json!({"done": true, "answer": self.answer()}),
+            },
+            (Purpose::Strategic, Some("v1")) => {
+                let steps: Vec<Value> = self
+                    .task
+                    .steps
+                    .iter()
+                    .flat_map(|s| self.calls_for(s))
+                    .collect();
+                if steps.is_empty() {
+                    json!({"steps": [], "answer": self.answer()})
+                } else {
+                    json!({ "steps": steps })
+                }
+            }
+            (Purpose::Strategic, _) => self.plan(tools),
+            (Purpose::Tactical, Some(phase)) => {
+                let steps: Vec<&TaskStep> = self
+                    .task
+                    .steps
+                    .iter()
+                    .filter(|s| s.phase() == phase)
+                    .collect();
+                let pending: Vec<&TaskStep> =
+                    steps.iter().copied().filter(|s| !self.done(s)).collect();
+                let chosen = if pending.is_empty() { steps } else { pending };
+                let calls: Vec<Value> = chosen.iter().flat_map(|s| self.calls_for(s)).collect();
+                json!({ "steps": calls })
+            }
+            (Purpose::Tactical, None) => json!({"steps": []}),
+            (Purpose::Verifier, _) => {
+                let missing: Vec<&str> = self
+                    .task
+                    .steps
+                    .iter()
+                    .filter(|s| !self.done(s))
+                    .map(|s| s.id.as_str())
+                    .collect();
+                if missing.is_empty() {
+                    json!({"verdict": "pass", "reason": "every step's receipt is in the evidence"})
+                } else {
+                    json!({"verdict": "fail",
+                           "reason": format!("no receipt in the evidence for: {}", missing.join(", "))})
+                }
+            }
+        }
+    }
+}

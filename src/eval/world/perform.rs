@@ -1,0 +1,202 @@
+//! The tools' side of the world: which step a call means, the injected faults, and what a
+//! valid performance records and reveals.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use super::{LOCATE, TaskWorld, resolve_truth};
+use crate::engine::runtime::ports::{FailureKind, PortError, ToolReply};
+use crate::eval::suite::{FaultKind, FaultSpec, SuiteTask, TaskStep};
+
+fn arg<'a>(args: &'a Value, name: &str) -> &'a str {
+    args.get(name).and_then(Value::as_str).unwrap_or_default()
+}
+
+fn error(message: String) -> Result<ToolReply, PortError> {
+    Ok(ToolReply {
+        error: Some(message),
+        ..ToolReply::default()
+    })
+}
+
+fn output(output: Value) -> Result<ToolReply, PortError> {
+    Ok(ToolReply {
+        output,
+        ..ToolReply::default()
+    })
+}
+
+/// The tools' behaviour: perform a step when the arguments are right, fire the fault.
+pub(super) fn perform(
+    task: &SuiteTask,
+    world: &mut TaskWorld,
+    tool: &str,
+    args: &Value,
+) -> Result<ToolReply, PortError> {
+    if tool == LOCATE {
+        return locate(task, world, args);
+    }
+    let candidates: Vec<&TaskStep> = task.steps.iter().filter(|s| s.tool == tool).collect();
+    if candidates.is_empty() {
+        return error(format!("{tool}: not available in this environment"));
+    }
+    let step = select_step(&candidates, world, args)?;
+    let fault = task.fault.as_ref().filter(|f| f.step == step.id);
+    if let Some(reply) = fault.and_then(|f| fault_before_args(f, world, tool, &step.id)) {
+        return reply;
+    }
+    for (name, template) in &step.args {
+        let expected = resolve_truth(template, &world.facts);
+        let given = arg(args, name);
+        if given != expected {
+            return error(format!("{tool}: not found: {name}={given:?}"));
+        }
+    }
+    if let Some(reply) = fault.and_then(|f| fault_after_args(f, world, step, tool, args)) {
+        return reply;
+    }
+    Ok(record(task, world, step))
+}
+
+/// The remedy tool for `missing_file`: it finds the file only where that fault is injected.
+fn locate(task: &SuiteTask, world: &mut TaskWorld, args: &Value) -> Result<ToolReply, PortError> {
+    let sid = arg(args, "ref");
+    let hit = task
+        .fault
+        .as_ref()
+        .is_some_and(|f| f.kind == FaultKind::MissingFile && f.step == sid);
+    if hit {
+        world.located = true;
+        return output(json!({"found": true, "signal": format!("located:{sid}")}));
+    }
+    error(format!("locate: nothing to locate for {sid:?}"))
+}
+
+/// The step meant is the first one of this tool whose arguments all match; failing that,
+/// the first one not yet performed (its mismatching argument is then reported).
+fn select_step<'t>(
+    candidates: &[&'t TaskStep],
+    world: &TaskWorld,
+    args: &Value,
+) -> Result<&'t TaskStep, PortError> {
+    let matches = |step: &TaskStep| {
+        step.args
+            .iter()
+            .all(|(k, v)| arg(args, k) == resolve_truth(v, &world.facts))
+    };
+    candidates
+        .iter()
+        .find(|s| matches(s))
+        .or_else(|| {
+            candidates
+                .iter()
+                .find(|s| !world.performed.contains_key(&s.id))
+        })
+        .or_else(|| candidates.first())
+        .copied()
+        .ok_or_else(|| PortError::new(FailureKind::Permanent, "no step"))
+}
+
+/// Faults that fire whatever the arguments: a timeout, a vanished resource.
+fn fault_before_args(
+    fault: &FaultSpec,
+    world: &mut TaskWorld,
+    tool: &str,
+    sid: &str,
+) -> Option<Result<ToolReply, PortError>> {
+    match fault.kind {
+        FaultKind::ToolTimeout if world.fault_hits < fault.times.unwrap_or(1) => {
+            world.fault_hits += 1;
+            Some(Err(PortError::new(
+                FailureKind::Transient,
+                format!("{tool}: timed out after 30000 ms (signal timeout:{sid})"),
+            )))
+        }
+        FaultKind::ResourceDisappears if !world.gone => {
+            world.gone = true;
+            world.fault_hits += 1;
+            let fact = fault.fact.clone().unwrap_or_default();
+            let old = world.facts.get(&fact).cloned().unwrap_or_default();
+            world.facts.insert(fact, format!("{old}-renewed"));
+            Some(error(format!(
+                "{tool}: resource {old} is gone (signal gone:{sid})"
+            )))
+        }
+        _ => None,
+    }
+}
+
+/// Faults that fire on a call with the right arguments until the documented remedy is applied.
+fn fault_after_args(
+    fault: &FaultSpec,
+    world: &mut TaskWorld,
+    step: &TaskStep,
+    tool: &str,
+    args: &Value,
+) -> Option<Result<ToolReply, PortError>> {
+    let sid = &step.id;
+    match fault.kind {
+        FaultKind::MissingFile if !world.located => {
+            world.fault_hits += 1;
+            let path = step.args.values().next().cloned().unwrap_or_default();
+            Some(error(format!(
+                "{tool}: no such file: {} (signal missing:{sid})",
+                resolve_truth(&path, &world.facts)
+            )))
+        }
+        FaultKind::UnexpectedResponse if arg(args, "api") != "v2" => {
+            world.fault_hits += 1;
+            Some(output(
+                json!({"status": "moved", "detail": "this endpoint answers in API v2",
+                                 "signal": format!("moved:{sid}")}),
+            ))
+        }
+        FaultKind::InvalidIntermediate if arg(args, "validate") != "true" => {
+            world.fault_hits += 1;
+            Some(output(json!({"ok": true, "valid": false,
+                                 "problems": ["the produced data does not match its schema"],
+                                 "signal": format!("invalid:{sid}")})))
+        }
+        FaultKind::IncompleteEvidence if arg(args, "page") != "2" => {
+            world.fault_hits += 1;
+            Some(output(
+                json!({"items": ["first half of the evidence"], "complete": false,
+                                 "next_page": "2", "signal": format!("partial:{sid}")}),
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// A valid performance: count it (and a repeated side effect), reveal the step's facts.
+fn record(task: &SuiteTask, world: &mut TaskWorld, step: &TaskStep) -> ToolReply {
+    let sid = step.id.clone();
+    let count = world.performed.entry(sid.clone()).or_insert(0);
+    *count += 1;
+    if *count > 1 && step.writes {
+        world.repeated_side_effects += 1;
+    }
+    let mut revealed: Map<String, Value> = step
+        .reveals
+        .keys()
+        .map(|k| {
+            (
+                k.clone(),
+                json!(world.facts.get(k).cloned().unwrap_or_default()),
+            )
+        })
+        .collect();
+    revealed.insert("receipt".into(), json!(format!("done:{sid}")));
+    if world.gone
+        && let Some(fact) = task.fault.as_ref().and_then(|f| f.fact.clone())
+        && step.reveals.contains_key(&fact)
+    {
+        revealed.insert("signal".into(), json!(format!("renewed:{fact}")));
+    }
+    ToolReply {
+        output: Value::Object(revealed.clone()),
+        artifacts: BTreeMap::from([(sid, Value::Object(revealed))]),
+        error: None,
+    }
+}
