@@ -3,6 +3,13 @@
 //! live events only: those committed after the stream was requested) and idle RSS. Run with
 //! `cargo bench --bench foundation` (Postgres at 127.0.0.1:5432, or `CAIRN_TEST_PG_URL`).
 //! Prints one line of figures; asserts nothing about speed.
+// Test code: a failed set-up is a failed test, and it may read the wall clock.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
 
 use futures_util::StreamExt;
 use serde_json::{Value, json};

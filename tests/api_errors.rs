@@ -1,5 +1,12 @@
 //! Every bad input answers a 4xx `application/problem+json` with a stable `type`, and writes
 //! nothing: after each rejected request the store holds exactly what it held before.
+// Test code: a failed set-up is a failed test, and it may read the wall clock.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
 
 mod api_support;
 mod common;

@@ -2,6 +2,13 @@
 //! follow of events committed through the store's fenced writes, the terminal event closing
 //! the stream, keep-alive comments, the JSON page, shutdown, and (on Postgres) an event
 //! committed through one replica arriving on a stream served by another.
+// Test code: a failed set-up is a failed test, and it may read the wall clock.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
 
 mod api_support;
 mod common;

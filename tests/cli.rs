@@ -1,5 +1,12 @@
 //! The `cairn` command line as users run it: `openapi` prints the committed document, `migrate`
 //! applies migrations and exits, and a bad setting is one clear message and a non-zero exit.
+// Test code: a failed set-up is a failed test, and it may read the wall clock.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
 
 mod common;
 

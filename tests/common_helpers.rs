@@ -1,5 +1,12 @@
 //! The shared test helpers themselves: a per-test Postgres database is created, usable and
 //! dropped; a temp SQLite path is unique.
+// Test code: a failed set-up is a failed test, and it may read the wall clock.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
 
 mod common;
 

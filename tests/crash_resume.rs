@@ -1,5 +1,12 @@
 //! The crash test: `cairn serve` is killed with SIGKILL in the middle of a task, a new process
 //! starts on the same database (Postgres, and the embedded SQLite file) (the task was POSTed over HTTP to the first one), and the task finishes with every event kept exactly once.
+// Test code: a failed set-up is a failed test, and it may read the wall clock.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
 
 mod common;
 mod serve_process;

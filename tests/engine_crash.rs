@@ -2,6 +2,13 @@
 //! another, and the task finishes from its checkpoint. m4's check is re-run first (the world
 //! may have changed), no side-effecting tool call is repeated (the simulator counts distinct
 //! idempotency keys), and no event is lost (seqs dense, each step recorded once).
+// Test code: a failed set-up is a failed test, and it may read the wall clock.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
 
 mod common;
 mod serve_process;

@@ -1,6 +1,13 @@
 //! Lease expiry driven by a [`ManualClock`]: no sleep decides anything here. A worker that stops
 //! heartbeating loses its task once the clock passes its lease, the reaper requeues it, another
 //! worker finishes it, and the first worker's next commit is refused as `LeaseLost`.
+// Test code: a failed set-up is a failed test, and it may read the wall clock.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
 
 mod common;
 

@@ -1,6 +1,13 @@
 //! The LLM client against the in-process simulator: structured output, usage, headers, and
 //! every injected fault (retries happen and stop at the bound, classification is right,
 //! `Retry-After` is respected). Elapsed time is only ever checked as a lower bound.
+// Test code: a failed set-up is a failed test, and it may read the wall clock.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

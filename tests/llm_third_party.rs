@@ -1,6 +1,13 @@
 //! The LLM client against a third-party OpenAI-compatible mock server, `fakellm` from PyPI, so
 //! the client is proven on a wire format cairn did not write. `scripts/install-test-deps.sh`
 //! installs it into `.deps/fakellm`; without it this test fails (it is never skipped).
+// Test code: a failed set-up is a failed test, and it may read the wall clock.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
 
 use std::path::PathBuf;
 use std::process::Stdio;

@@ -1,6 +1,13 @@
 //! Wake-ups across replicas: two PgStores on one database stand in for two `cairn serve`
 //! processes; what one commits reaches the other's subscription, also after its listening
 //! connection was killed.
+// Test code: a failed set-up is a failed test, and it may read the wall clock.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
 
 mod common;
 

@@ -1,6 +1,13 @@
 //! The v2 rollout: the sticky split of `auto` tasks, the refusal to raise it while the latest
 //! evaluation shows a regression (also over HTTP, and against the committed default report),
 //! `GET /v1/stats` showing the split, and `auto` tasks really running on the arm they drew.
+// Test code: a failed set-up is a failed test, and it may read the wall clock.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
 
 mod common;
 mod engine_fakes;

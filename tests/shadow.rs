@@ -1,6 +1,13 @@
 //! A shadow run: the candidate strategy runs on a copy of a real task; its side-effecting
 //! calls reach only the sandbox (or are refused when the tool has no sandbox), read-only calls
 //! still see the real world, and both outcomes are stored side by side.
+// Test code: a failed set-up is a failed test, and it may read the wall clock.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
 
 mod common;
 mod engine_fakes;

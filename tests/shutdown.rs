@@ -1,6 +1,13 @@
 //! Graceful shutdown: SIGTERM mid-task makes `cairn serve` bring the task to a durable point,
 //! release its lease and exit 0; a new process then finishes the task. In-process, an engine
 //! that ignores the stop request is cut off after the grace period and its task still released.
+// Test code: a failed set-up is a failed test, and it may read the wall clock.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
 
 mod common;
 mod serve_process;

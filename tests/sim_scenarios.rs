@@ -3,6 +3,13 @@
 //! ledger; invalid-plan faults produce plans the domain refuses; the direct question and the
 //! generic mode do real work; everything is labelled simulated; stats and the registry file
 //! are served over HTTP.
+// Test code: a failed set-up is a failed test, and it may read the wall clock.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -6,6 +6,13 @@
 //! case fails). Cases that need time to pass drive a `ManualClock`; nothing here sleeps to decide
 //! an outcome. The cases live in `store_conformance/`, grouped by concern; `sqlite_file` adds the
 //! few checks only the embedded file has (creation, WAL, reopen, two stores on one file).
+// Test code: a failed set-up is a failed test, and it may read the wall clock.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
 
 mod common;
 

@@ -1,6 +1,13 @@
 //! The baseline strategies (one_shot, reactive, v1) against the scripted ports of the engine
 //! tests, on a real SQLite store: each one's protocol, and the first seed's central claim on
 //! its worked example: v1 throws finished work away at the m4 failure, v2 keeps it.
+// Test code: a failed set-up is a failed test, and it may read the wall clock.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
 
 mod common;
 mod engine_fakes;

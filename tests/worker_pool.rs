@@ -1,6 +1,13 @@
 //! The worker pool end to end against real stores: tasks submitted through the store run to
 //! `succeeded` on SQLite and on Postgres, and two pools ("processes", each with its own
 //! `PgStore`) sharing one database never run one task at once.
+// Test code: a failed set-up is a failed test, and it may read the wall clock.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
 
 mod common;
 mod serve_process;

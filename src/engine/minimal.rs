@@ -220,7 +220,7 @@ mod tests {
     use crate::domain::task::{Budget, Strategy};
 
     fn task(metadata: Value) -> Task {
-        let now = Utc::now();
+        let now = crate::clock::Clock::now(&crate::clock::SystemClock);
         Task {
             id: uuid::Uuid::now_v7(),
             tenant_id: "default".into(),
@@ -260,7 +260,9 @@ mod tests {
     #[test]
     fn wall_budget_is_measured_from_first_claim() {
         let task = task(json!({}));
-        let started = task.started_at.unwrap_or_else(Utc::now);
+        let started = task
+            .started_at
+            .unwrap_or_else(|| crate::clock::Clock::now(&crate::clock::SystemClock));
         let within = started + chrono::Duration::milliseconds(1000);
         assert_eq!(over_wall_budget(&task, started, within), None);
         let over = started + chrono::Duration::milliseconds(1001);

@@ -346,7 +346,7 @@ mod tests {
             seq: 4,
             kind: "bad\nkind".into(),
             data: serde_json::json!({"text": "line one\nline two"}),
-            created_at: chrono::Utc::now(),
+            created_at: crate::clock::Clock::now(&crate::clock::SystemClock),
         };
         // Must not panic; the frame name loses its line break.
         let _ = to_sse(&event);

@@ -10,6 +10,7 @@ use super::endpoint::LlmEndpoint;
 use super::error::LlmError;
 use super::retry::parse_retry_after;
 use super::{Purpose, headers, wire};
+use crate::clock::{Clock, SystemClock};
 use crate::schema::truncate;
 
 /// How one HTTP request ended, before the retry decision.
@@ -158,7 +159,7 @@ pub(super) async fn send_once(
         .headers()
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|value| value.to_str().ok())
-        .and_then(|value| parse_retry_after(value, chrono::Utc::now()));
+        .and_then(|value| parse_retry_after(value, SystemClock.now()));
     let bytes = match response.bytes().await {
         Ok(bytes) => bytes,
         Err(error) if error.is_timeout() => return Attempt::Transient(Transient::Timeout),

@@ -17,6 +17,7 @@ use super::faults;
 use super::generic;
 use super::scenario::{Fault, FaultKind, Reply};
 use super::state::{LlmRequestRecord, SimState};
+use crate::clock::{Clock, SystemClock};
 use crate::llm::{Purpose, headers};
 
 fn header<'a>(map: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -212,7 +213,7 @@ fn completion(state: &SimState, content: String, usage: Option<(u64, u64)>) -> V
     let mut answer = json!({
         "id": format!("simcmpl-{}", state.next_id()),
         "object": "chat.completion",
-        "created": chrono::Utc::now().timestamp(),
+        "created": SystemClock.now().timestamp(),
         "model": state.scenario.model,
         "system_fingerprint": super::scenario::SIM_MODEL,
         "choices": [{
