@@ -20,6 +20,8 @@ pub mod gate;
 pub mod ledger;
 pub mod plan;
 pub mod repair;
+pub mod report;
 pub mod settings;
 pub mod task;
+pub mod telemetry;
 pub mod validate;

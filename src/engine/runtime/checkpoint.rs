@@ -17,6 +17,7 @@ use crate::domain::event::NewEvent;
 use crate::domain::ledger::{Ledger, LedgerMovement};
 use crate::domain::plan::Plan;
 use crate::domain::repair::RepairHistory;
+pub use crate::domain::report::{Metrics, Spend};
 use crate::domain::task::TaskStatus;
 use crate::engine::{Applied, EngineError, Halt, RunContext};
 use crate::store::{Change, NewArtifact, NewLedgerEntry, NewPlanVersion};
@@ -31,47 +32,6 @@ pub enum Phase {
     Plan,
     Execute,
     Verify,
-}
-
-/// Spend per ledger unit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct Spend {
-    pub tokens: u64,
-    pub tool_calls: u64,
-    pub wall_ms: u64,
-}
-
-impl Spend {
-    pub fn add(&mut self, other: Spend) {
-        self.tokens += other.tokens;
-        self.tool_calls += other.tool_calls;
-        self.wall_ms += other.wall_ms;
-    }
-}
-
-/// Counters for planner telemetry (second seed): planner vs executor failures kept apart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct Metrics {
-    /// Strategic proposals received (valid or not).
-    pub plans_proposed: u32,
-    /// Strategic proposals refused by validation.
-    pub plans_invalid: u32,
-    /// Tactical proposals refused by step validation.
-    pub step_lists_invalid: u32,
-    pub steps_total: u32,
-    pub steps_completed: u32,
-    /// Steps refused by the executor contract (tool not allowed, args failing the schema).
-    pub drift: u32,
-    /// New plan versions after the first.
-    pub replans: u32,
-    /// Wrong or unusable plans: invalid proposals, milestones whose own steps all ran yet the
-    /// check failed.
-    pub planner_failures: u32,
-    /// Correct plans carried out badly: tool errors, drift.
-    pub executor_failures: u32,
-    pub repairs_retry_step: u32,
-    pub repairs_replan_milestone: u32,
-    pub repairs_replan_strategy: u32,
 }
 
 /// The repairs of one milestone as the report shows them (the ladder's own bookkeeping is

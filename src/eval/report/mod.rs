@@ -14,6 +14,8 @@ use crate::eval::suite::{Suite, SuiteTask};
 use crate::eval::world::World;
 
 mod render;
+use crate::domain::gate::Route;
+use crate::domain::report::TaskReport;
 use crate::domain::task::{Strategy, Task};
 
 /// One (task, strategy, repeat) run.
@@ -40,10 +42,6 @@ pub struct Record {
     pub repeated_side_effects: u32,
 }
 
-fn num(value: &Value) -> u64 {
-    value.as_u64().unwrap_or(0)
-}
-
 impl Record {
     /// `found` is what the run left as artifacts, read as its answer when it gave none.
     pub fn from_run(
@@ -54,20 +52,22 @@ impl Record {
         world: &World,
         found: &Value,
     ) -> Record {
-        let result = run.result.clone().unwrap_or(Value::Null);
-        let answer = result
-            .get("answer")
-            .filter(|a| !a.is_null())
-            .or_else(|| result.get("extra").and_then(|e| e.get("answer")))
+        let report = TaskReport::read(run.result.as_ref());
+        let answer = report
+            .answer()
             .filter(|a| !a.is_null())
             .or(Some(found).filter(|_| run.status == crate::domain::task::TaskStatus::Succeeded));
         let verified = world.accept(task, run.id, answer);
         let state = world.task_world(run.id);
-        let metrics = &result["metrics"];
-        let repairs = ["retry_step", "replan_milestone", "replan_strategy"]
-            .iter()
-            .map(|level| (level.to_string(), num(&metrics[format!("repairs_{level}")])))
-            .collect();
+        let metrics = report.metrics;
+        let repairs = [
+            ("retry_step", metrics.repairs_retry_step),
+            ("replan_milestone", metrics.repairs_replan_milestone),
+            ("replan_strategy", metrics.repairs_replan_strategy),
+        ]
+        .into_iter()
+        .map(|(level, count)| (level.to_string(), u64::from(count)))
+        .collect();
         let wall_ms = match (run.started_at, run.finished_at) {
             (Some(start), Some(end)) => {
                 u64::try_from((end - start).num_milliseconds()).unwrap_or(0)
@@ -83,12 +83,18 @@ impl Record {
             repeat,
             status: run.status.as_str().into(),
             verified,
-            tokens: num(&result["spend"]["tokens"]),
-            tool_calls: num(&result["spend"]["tool_calls"]),
+            tokens: report.spend.tokens,
+            tool_calls: report.spend.tool_calls,
             model_calls: state.model_calls,
             wall_ms,
             repairs,
-            gate: result["gate"]["route"].as_str().map(str::to_string),
+            gate: report.route().map(|route| {
+                match route {
+                    Route::Direct => "direct",
+                    Route::Plan => "plan",
+                }
+                .to_string()
+            }),
             fault_fired,
             recovered: fault_fired.then_some(verified),
             repeated_side_effects: state.repeated_side_effects,
