@@ -47,8 +47,29 @@ impl RepairLevel {
         }
     }
 
+    pub fn parse(text: &str) -> Option<RepairLevel> {
+        Self::ALL.into_iter().find(|l| l.as_str() == text)
+    }
+
     fn above(self) -> impl Iterator<Item = RepairLevel> {
         Self::ALL.into_iter().filter(move |l| *l > self)
+    }
+}
+
+/// The name of the end of the ladder, where a rung is recorded as `Option<RepairLevel>`.
+pub const GIVE_UP: &str = "give_up";
+
+/// A rung as it is recorded: a level's name, or [`GIVE_UP`] for `None`.
+pub fn rung_name(rung: Option<RepairLevel>) -> &'static str {
+    rung.map_or(GIVE_UP, RepairLevel::as_str)
+}
+
+/// Reads a [`rung_name`] back: `Some(None)` is giving up, `None` an unknown name.
+pub fn parse_rung(text: &str) -> Option<Option<RepairLevel>> {
+    if text == GIVE_UP {
+        Some(None)
+    } else {
+        RepairLevel::parse(text).map(Some)
     }
 }
 

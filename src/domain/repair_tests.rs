@@ -252,3 +252,16 @@ fn names_and_serde_round_trip() {
         serde_json::json!({"action": "attempt", "level": "retry_step", "reason": "check_failed"})
     );
 }
+
+#[test]
+fn rung_names_include_giving_up() {
+    for l in RepairLevel::ALL {
+        assert_eq!(RepairLevel::parse(l.as_str()), Some(l));
+        assert_eq!(rung_name(Some(l)), l.as_str());
+        assert_eq!(parse_rung(l.as_str()), Some(Some(l)));
+    }
+    assert_eq!(rung_name(None), "give_up");
+    assert_eq!(parse_rung("give_up"), Some(None));
+    assert_eq!(parse_rung("retry"), None);
+    assert_eq!(RepairLevel::parse("give_up"), None);
+}

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::domain::event::kinds;
+use crate::domain::ledger::Unit;
 use crate::domain::settings::EngineSettings;
 use crate::domain::task::TaskStatus;
 use crate::engine::runtime::attempt::{Attempt, brief};
@@ -134,17 +135,8 @@ pub fn stop_outcome(cx: &Attempt) -> Option<RunOutcome> {
 }
 
 /// The unit the task has overspent, if any.
-pub fn over_budget(cx: &Attempt, spent: Spend) -> Option<&'static str> {
-    let budget = cx.task().budget;
-    if spent.tokens > budget.tokens {
-        Some("tokens")
-    } else if spent.tool_calls > budget.tool_calls {
-        Some("tool_calls")
-    } else if spent.wall_ms > budget.wall_ms {
-        Some("wall_ms")
-    } else {
-        None
-    }
+pub fn over_budget(cx: &Attempt, spent: Spend) -> Option<Unit> {
+    ledger::over_budget(cx.task().budget, spent)
 }
 
 /// Whether a tool answer counts as a failed step: an error, or a non-zero exit code (what a
@@ -270,7 +262,7 @@ pub async fn exhausted(cx: &Attempt, strategy: &'static str) -> Result<Option<Ru
             Finish {
                 strategy,
                 status: TaskStatus::BudgetExhausted,
-                reason: format!("{strategy} ran out of {unit}"),
+                reason: format!("{strategy} ran out of {}", unit.as_str()),
                 answer: None,
             },
         )

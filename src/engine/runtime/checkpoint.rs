@@ -16,7 +16,7 @@ use tokio::sync::Mutex;
 use crate::domain::event::NewEvent;
 use crate::domain::ledger::{Ledger, LedgerMovement};
 use crate::domain::plan::Plan;
-use crate::domain::repair::RepairHistory;
+use crate::domain::repair::{RepairHistory, RepairLevel, ReplanReason};
 pub use crate::domain::report::{Metrics, Spend};
 use crate::domain::task::TaskStatus;
 use crate::engine::{Applied, EngineError, Halt, RunContext};
@@ -38,15 +38,56 @@ pub enum Phase {
 /// [`TaskState::ladder`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct RepairLog {
-    /// Levels in the order they were taken (`retry_step`, `replan_milestone`, ...).
-    pub levels: Vec<String>,
+    /// Rungs in the order they were taken (`retry_step`, `replan_milestone`, ..., `give_up`
+    /// for `None`).
+    #[serde(with = "rungs")]
+    pub levels: Vec<Option<RepairLevel>>,
+}
+
+/// Serde for a list of rungs as their names ([`crate::domain::repair::rung_name`]), so giving
+/// up is `"give_up"` rather than `null`.
+mod rungs {
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::domain::repair::{RepairLevel, parse_rung, rung_name};
+
+    pub fn serialize<S: Serializer>(
+        levels: &[Option<RepairLevel>],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(levels.iter().map(|level| rung_name(*level)))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<Option<RepairLevel>>, D::Error> {
+        Vec::<String>::deserialize(deserializer)?
+            .iter()
+            .map(|name| {
+                parse_rung(name).ok_or_else(|| D::Error::custom(format!("unknown rung {name:?}")))
+            })
+            .collect()
+    }
+}
+
+/// How a milestone ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MilestoneOutcome {
+    /// Its acceptance check passed.
+    Passed,
+    /// The repair ladder was spent.
+    Failed,
+    /// The ledger could not cover a charge, reserve included.
+    OverBudget,
 }
 
 /// Why the current step list of a milestone is being (re)made.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failure {
-    /// A ReplanReason (`check_failed`, `budget_pressure`, `tool_unavailable`, ...).
-    pub reason: String,
+    /// Why (`check_failed`, `budget_pressure`, `tool_unavailable`, ...).
+    pub reason: ReplanReason,
     pub detail: String,
     /// The step that failed, if a step did.
     pub step: Option<String>,
@@ -69,7 +110,7 @@ pub struct MilestoneRun {
     /// True when the current step list is to be replaced before executing further.
     pub needs_steps: bool,
     /// The repair level asked for the next tactical call, if any.
-    pub pending_repair: Option<String>,
+    pub pending_repair: Option<RepairLevel>,
     pub failure: Option<Failure>,
     /// Short record of what was tried and observed, fed back to the tactical planner.
     pub observations: Vec<Value>,
@@ -82,7 +123,7 @@ pub struct MilestoneRun {
     #[serde(default)]
     pub pressured: bool,
     /// How the milestone ended (`passed`, `failed`, `over_budget`).
-    pub outcome: Option<String>,
+    pub outcome: Option<MilestoneOutcome>,
 }
 
 /// Which engine wrote a checkpoint: the typed tag a resumed task is dispatched by, so it
@@ -311,3 +352,7 @@ fn plan_snapshot(state: &TaskState) -> Value {
     }
     value
 }
+
+#[cfg(test)]
+#[path = "checkpoint_tests.rs"]
+mod tests;

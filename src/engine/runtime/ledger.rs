@@ -14,6 +14,7 @@ use super::checkpoint::{Record, Spend, TaskState};
 use crate::domain::ledger::{
     Ledger, LedgerError, LedgerMovement, LedgerPolicy, MovementKind, PerUnit, Unit,
 };
+use crate::domain::task::Budget;
 use crate::engine::{EngineError, Halt};
 use crate::store::NewLedgerEntry;
 
@@ -23,7 +24,7 @@ pub struct Charged {
     /// Largest spent/allocation fraction across units after the charge.
     pub fraction: f64,
     /// The unit that could not be covered, reserve included.
-    pub exhausted: Option<String>,
+    pub exhausted: Option<Unit>,
 }
 
 pub fn usage(spend: Spend) -> PerUnit<u64> {
@@ -93,10 +94,7 @@ pub fn charge(
                 .fold(0.0, f64::max);
             Ok(Some(Charged {
                 fraction,
-                exhausted: outcome
-                    .exhausted
-                    .first()
-                    .map(|e| e.unit.as_str().to_string()),
+                exhausted: outcome.exhausted.first().map(|e| e.unit),
             }))
         }
         (_, Some(ledger)) => {
@@ -155,4 +153,17 @@ pub fn release(state: &mut TaskState, milestone: &str, record: &mut Record) -> R
         persist(&movements, "milestone_passed", record);
     }
     Ok(())
+}
+
+/// The first unit (tokens, tool calls, wall time) in which `spent` is over `budget`, if any.
+pub fn over_budget(budget: Budget, spent: Spend) -> Option<Unit> {
+    if spent.tokens > budget.tokens {
+        Some(Unit::Tokens)
+    } else if spent.tool_calls > budget.tool_calls {
+        Some(Unit::ToolCalls)
+    } else if spent.wall_ms > budget.wall_ms {
+        Some(Unit::WallMs)
+    } else {
+        None
+    }
 }

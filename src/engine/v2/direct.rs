@@ -17,8 +17,8 @@ use crate::domain::plan::{Step, StepList};
 use crate::domain::task::TaskStatus;
 use crate::engine::Halt;
 use crate::engine::RunOutcome;
-use crate::engine::runtime::attempt::{Attempt, brief};
-use crate::engine::runtime::checkpoint::{Record, Spend};
+use crate::engine::runtime::attempt::{Asked, Attempt, brief};
+use crate::engine::runtime::checkpoint::{Record, TaskState};
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::{Purpose, ToolCall};
 
@@ -44,32 +44,19 @@ fn load(value: Option<&Value>) -> DirectState {
         .unwrap_or_default()
 }
 
-fn over_budget(cx: &Attempt, spent: Spend) -> Option<&'static str> {
-    let budget = cx.task().budget;
-    if spent.tokens > budget.tokens {
-        Some("tokens")
-    } else if spent.tool_calls > budget.tool_calls {
-        Some("tool_calls")
-    } else if spent.wall_ms > budget.wall_ms {
-        Some("wall_ms")
-    } else {
-        None
-    }
-}
-
 /// Runs the act loop to a terminal status.
 pub async fn run(cx: &Attempt) -> Result<RunOutcome, Halt> {
     let all_tools: Vec<String> = cx.specs.keys().cloned().collect();
     loop {
         let snapshot = cx.journal.snapshot().await;
         let direct = load(snapshot.direct.as_ref());
-        if let Some(unit) = over_budget(cx, snapshot.overhead) {
+        if let Some(unit) = ledger::over_budget(cx.task().budget, snapshot.overhead) {
             return report::finish(
                 cx,
                 Ending {
                     status: TaskStatus::BudgetExhausted,
                     verified: None,
-                    reason: format!("the direct path ran out of {unit}"),
+                    reason: format!("the direct path ran out of {}", unit.as_str()),
                     extra: json!({"observations": direct.observations}),
                 },
             )
@@ -87,57 +74,77 @@ pub async fn run(cx: &Attempt) -> Result<RunOutcome, Halt> {
                 _ => RunOutcome::Yielded,
             });
         }
-        let round = direct.rounds + 1;
-        let input = json!({"goal": cx.task().goal, "tools": cx.tool_schemas(&all_tools),
-                           "observations": direct.observations,
-                           "tool_calls_left": cx.config.direct_max_tool_calls.saturating_sub(direct.tool_calls)});
-        let asked = cx
-            .ask(Purpose::Tactical, Some(DIRECT), round, PROMPT, input)
-            .await;
-        let reply = asked.reply.as_ref().map(|r| r.value.clone());
-        let steps: Vec<Step> = reply
-            .as_ref()
-            .ok()
-            .and_then(|v| serde_json::from_value::<StepList>(v.clone()).ok())
-            .map(|l| l.steps)
-            .unwrap_or_default();
-        let answer = reply
-            .as_ref()
-            .ok()
-            .filter(|v| v.get("done").and_then(Value::as_bool) == Some(true))
-            .map(|v| v.get("answer").cloned().unwrap_or(Value::Null));
-        cx.journal
-            .record(|state| {
-                let mut record = Record::default();
-                ledger::charge(state, None, asked.spend, "tactical", &mut record)?;
-                let mut direct = load(state.direct.as_ref());
-                direct.rounds = round;
-                match (&reply, &answer) {
-                    (_, Some(answer)) => direct.answer = Some(answer.clone()),
-                    (Err(error), _) => direct
-                        .observations
-                        .push(json!({"round": round, "model_error": error.message})),
-                    (Ok(value), None) if steps.is_empty() => direct
-                        .observations
-                        .push(json!({"round": round, "unusable_reply": brief(value, 500)})),
-                    _ => {}
-                }
-                record.push(
-                    "direct.round",
-                    json!({"round": round, "steps": steps, "done": answer.is_some()}),
-                );
-                state.direct = serde_json::to_value(&direct).ok();
-                Ok((record, ()))
-            })
-            .await?;
+        let steps = round(cx, &direct, &all_tools).await?;
         for (index, step) in steps.iter().enumerate() {
             let calls = load(cx.journal.read(|s| s.direct.clone()).await.as_ref()).tool_calls;
             if calls >= cx.config.direct_max_tool_calls {
                 break;
             }
-            execute(cx, round, index, step, &all_tools).await?;
+            execute(cx, direct.rounds + 1, index, step, &all_tools).await?;
         }
     }
+}
+
+/// One model round: asks for steps or an answer and commits the reply. Returns the steps to run.
+async fn round(
+    cx: &Attempt,
+    direct: &DirectState,
+    all_tools: &[String],
+) -> Result<Vec<Step>, Halt> {
+    let round = direct.rounds + 1;
+    let input = json!({"goal": cx.task().goal, "tools": cx.tool_schemas(all_tools),
+                       "observations": direct.observations,
+                       "tool_calls_left": cx.config.direct_max_tool_calls.saturating_sub(direct.tool_calls)});
+    let asked = cx
+        .ask(Purpose::Tactical, Some(DIRECT), round, PROMPT, input)
+        .await;
+    let reply = asked.reply.as_ref().map(|r| r.value.clone());
+    let steps: Vec<Step> = reply
+        .as_ref()
+        .ok()
+        .and_then(|v| serde_json::from_value::<StepList>(v.clone()).ok())
+        .map(|l| l.steps)
+        .unwrap_or_default();
+    let answer = reply
+        .as_ref()
+        .ok()
+        .filter(|v| v.get("done").and_then(Value::as_bool) == Some(true))
+        .map(|v| v.get("answer").cloned().unwrap_or(Value::Null));
+    cx.journal
+        .record(|state| record_round(state, round, &asked, &steps, answer.as_ref()))
+        .await?;
+    Ok(steps)
+}
+
+/// Commits a round: its charge, the answer or what was unusable about the reply, and a
+/// `direct.round` event.
+fn record_round(
+    state: &mut TaskState,
+    round: u32,
+    asked: &Asked,
+    steps: &[Step],
+    answer: Option<&Value>,
+) -> Result<(Record, ()), Halt> {
+    let mut record = Record::default();
+    ledger::charge(state, None, asked.spend, "tactical", &mut record)?;
+    let mut direct = load(state.direct.as_ref());
+    direct.rounds = round;
+    match (&asked.reply, answer) {
+        (_, Some(answer)) => direct.answer = Some(answer.clone()),
+        (Err(error), _) => direct
+            .observations
+            .push(json!({"round": round, "model_error": error.message})),
+        (Ok(reply), None) if steps.is_empty() => direct
+            .observations
+            .push(json!({"round": round, "unusable_reply": brief(&reply.value, 500)})),
+        _ => {}
+    }
+    record.push(
+        "direct.round",
+        json!({"round": round, "steps": steps, "done": answer.is_some()}),
+    );
+    state.direct = serde_json::to_value(&direct).ok();
+    Ok((record, ()))
 }
 
 /// One step of the act loop: the executor contract, the call, the charge, one commit.

@@ -8,12 +8,16 @@
 //! Each executed step is one commit: the charge, the step's new status, the artifacts the tool
 //! returned (they become the active milestone's artifacts) and a `step.finished` event.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Value, json};
 
+use crate::domain::ledger::Unit;
 use crate::domain::plan::{Step, StepStatus};
+use crate::domain::repair::ReplanReason;
 use crate::engine::Halt;
-use crate::engine::runtime::attempt::{Attempt, brief};
-use crate::engine::runtime::checkpoint::{Failure, Record};
+use crate::engine::runtime::attempt::{Attempt, Called, brief};
+use crate::engine::runtime::checkpoint::{Failure, Record, Spend, TaskState};
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::{FailureKind, ToolCall};
 use crate::store::NewArtifact;
@@ -39,7 +43,7 @@ pub enum StepOutcome {
     },
     /// The charge could not be covered even from the reserve.
     Exhausted {
-        unit: String,
+        unit: Unit,
     },
     /// The current step list has no step left to run.
     NoStep,
@@ -106,114 +110,180 @@ pub async fn run_next_step(cx: &Attempt, milestone_id: &str) -> Result<StepOutco
             args: step.args.clone(),
         })
         .await;
-    // A tool that answers with its own error is an observation; one that cannot be reached
-    // is unavailable (transient) or gone (permanent: the plan relying on it is stale).
-    let (ok, error, output, artifacts, unreachable) = match called.reply {
-        Ok(reply) => (
-            reply.error.is_none(),
-            reply.error,
-            reply.output,
-            reply.artifacts,
-            None,
-        ),
-        Err(error) => (
-            false,
-            Some(error.message),
-            Value::Null,
-            Default::default(),
-            Some(error.kind),
-        ),
+    let executed = Executed {
+        milestone_id,
+        index,
+        step: &step,
+        spend: called.spend,
+        answer: Answer::of(called),
     };
-    let stale = unreachable == Some(FailureKind::Permanent);
-    let (_, outcome) = cx
-        .journal
-        .record(|state| {
-            let mut record = Record::default();
-            let charged =
-                ledger::charge(state, Some(milestone_id), called.spend, "tool", &mut record)?;
-            let fraction = charged.as_ref().map(|c| c.fraction).unwrap_or(0.0);
-            let exhausted = charged.and_then(|c| c.exhausted);
-            for (name, value) in &artifacts {
-                state
-                    .artifacts
-                    .entry(milestone_id.to_string())
-                    .or_default()
-                    .insert(name.clone(), value.clone());
-                record.artifacts.push(NewArtifact {
-                    milestone_id: milestone_id.to_string(),
-                    name: name.clone(),
-                    value: value.clone(),
-                });
-            }
-            if let Some(m) = state
-                .plan
-                .as_mut()
-                .and_then(|plan| plan.milestone_mut(milestone_id))
-                && let Some(s) = m.steps.get_mut(index)
-            {
-                s.status = if ok {
-                    StepStatus::Done
-                } else {
-                    StepStatus::Failed
-                };
-            }
-            state.metrics.steps_total += 1;
-            if ok {
-                state.metrics.steps_completed += 1;
-            } else {
-                state.metrics.executor_failures += 1;
-            }
-            let run = state.run_mut(milestone_id);
-            run.observations.push(json!({
-                "step": step.id, "tool": step.tool, "args": step.args,
-                "ok": ok, "error": error, "output": brief(&output, 800),
-            }));
-            let generation = run.generation;
-            let outcome = if ok {
-                run.next_step += 1;
-                StepOutcome::Done { fraction }
-            } else {
-                let failure = Failure {
-                    reason: if unreachable.is_some() {
-                        "tool_unavailable".into()
-                    } else {
-                        "unexpected_observation".into()
-                    },
-                    detail: error.clone().unwrap_or_default(),
-                    step: Some(step.id.clone()),
-                    executor: true,
-                    seq: None,
-                };
-                if stale {
-                    StepOutcome::Stale { failure }
-                } else {
-                    StepOutcome::Failed { failure, fraction }
-                }
-            };
-            if stale {
-                record.push(
-                    PLAN_STALE,
-                    json!({"milestone": milestone_id, "step": step.id, "tool": step.tool,
-                           "reason": "tool_unavailable", "detail": error}),
-                );
-            }
-            record.push(
-                STEP_FINISHED,
-                json!({
-                    "milestone": milestone_id, "step": step.id, "tool": step.tool,
-                    "attempt": step.attempt, "generation": generation, "ok": ok,
-                    "error": error, "output": brief(&output, 2000),
-                    "artifacts": artifacts.keys().collect::<Vec<_>>(),
-                }),
-            );
-            let outcome = match exhausted {
-                Some(unit) => StepOutcome::Exhausted { unit },
-                None => outcome,
-            };
-            Ok((record, outcome))
-        })
-        .await?;
+    let (_, outcome) = cx.journal.record(|state| commit(state, &executed)).await?;
     Ok(outcome)
+}
+
+/// A tool's answer as the executor judges it. A tool that answers with its own error is an
+/// observation; one that cannot be reached is unavailable (transient) or gone (permanent: the
+/// plan relying on it is stale).
+struct Answer {
+    ok: bool,
+    error: Option<String>,
+    output: Value,
+    artifacts: BTreeMap<String, Value>,
+    unreachable: Option<FailureKind>,
+}
+
+impl Answer {
+    fn of(called: Called) -> Answer {
+        match called.reply {
+            Ok(reply) => Answer {
+                ok: reply.error.is_none(),
+                error: reply.error,
+                output: reply.output,
+                artifacts: reply.artifacts,
+                unreachable: None,
+            },
+            Err(error) => Answer {
+                ok: false,
+                error: Some(error.message),
+                output: Value::Null,
+                artifacts: BTreeMap::new(),
+                unreachable: Some(error.kind),
+            },
+        }
+    }
+
+    fn stale(&self) -> bool {
+        self.unreachable == Some(FailureKind::Permanent)
+    }
+}
+
+/// One executed step, as it is committed.
+struct Executed<'a> {
+    milestone_id: &'a str,
+    index: usize,
+    step: &'a Step,
+    spend: Spend,
+    answer: Answer,
+}
+
+/// Commits one executed step: the charge, the artifacts, the step's status, the observation
+/// and the events.
+fn commit(state: &mut TaskState, executed: &Executed<'_>) -> Result<(Record, StepOutcome), Halt> {
+    let Executed {
+        milestone_id,
+        index,
+        step,
+        spend,
+        answer,
+    } = executed;
+    let mut record = Record::default();
+    let charged = ledger::charge(state, Some(*milestone_id), *spend, "tool", &mut record)?;
+    let fraction = charged.as_ref().map(|c| c.fraction).unwrap_or(0.0);
+    let exhausted = charged.and_then(|c| c.exhausted);
+    keep_artifacts(state, milestone_id, &answer.artifacts, &mut record);
+    if let Some(m) = state
+        .plan
+        .as_mut()
+        .and_then(|plan| plan.milestone_mut(milestone_id))
+        && let Some(s) = m.steps.get_mut(*index)
+    {
+        s.status = if answer.ok {
+            StepStatus::Done
+        } else {
+            StepStatus::Failed
+        };
+    }
+    state.metrics.steps_total += 1;
+    if answer.ok {
+        state.metrics.steps_completed += 1;
+    } else {
+        state.metrics.executor_failures += 1;
+    }
+    let run = state.run_mut(milestone_id);
+    run.observations.push(json!({
+        "step": step.id, "tool": step.tool, "args": step.args,
+        "ok": answer.ok, "error": answer.error, "output": brief(&answer.output, 800),
+    }));
+    let generation = run.generation;
+    let outcome = if answer.ok {
+        run.next_step += 1;
+        StepOutcome::Done { fraction }
+    } else {
+        failed(step, answer, fraction)
+    };
+    push_events(&mut record, executed, generation);
+    let outcome = match exhausted {
+        Some(unit) => StepOutcome::Exhausted { unit },
+        None => outcome,
+    };
+    Ok((record, outcome))
+}
+
+/// The tool's artifacts become the milestone's (in the state and as artifact rows).
+fn keep_artifacts(
+    state: &mut TaskState,
+    milestone_id: &str,
+    artifacts: &BTreeMap<String, Value>,
+    record: &mut Record,
+) {
+    for (name, value) in artifacts {
+        state
+            .artifacts
+            .entry(milestone_id.to_string())
+            .or_default()
+            .insert(name.clone(), value.clone());
+        record.artifacts.push(NewArtifact {
+            milestone_id: milestone_id.to_string(),
+            name: name.clone(),
+            value: value.clone(),
+        });
+    }
+}
+
+/// A failed step: stale when its tool is gone, failed otherwise.
+fn failed(step: &Step, answer: &Answer, fraction: f64) -> StepOutcome {
+    let failure = Failure {
+        reason: if answer.unreachable.is_some() {
+            ReplanReason::ToolUnavailable
+        } else {
+            ReplanReason::UnexpectedObservation
+        },
+        detail: answer.error.clone().unwrap_or_default(),
+        step: Some(step.id.clone()),
+        executor: true,
+        seq: None,
+    };
+    if answer.stale() {
+        StepOutcome::Stale { failure }
+    } else {
+        StepOutcome::Failed { failure, fraction }
+    }
+}
+
+/// `plan.stale` when the tool is gone, then `step.finished`.
+fn push_events(record: &mut Record, executed: &Executed<'_>, generation: u32) {
+    let Executed {
+        milestone_id,
+        step,
+        answer,
+        ..
+    } = executed;
+    if answer.stale() {
+        record.push(
+            PLAN_STALE,
+            json!({"milestone": milestone_id, "step": step.id, "tool": step.tool,
+                   "reason": ReplanReason::ToolUnavailable, "detail": answer.error}),
+        );
+    }
+    record.push(
+        STEP_FINISHED,
+        json!({
+            "milestone": milestone_id, "step": step.id, "tool": step.tool,
+            "attempt": step.attempt, "generation": generation, "ok": answer.ok,
+            "error": answer.error, "output": brief(&answer.output, 2000),
+            "artifacts": answer.artifacts.keys().collect::<Vec<_>>(),
+        }),
+    );
 }
 
 async fn record_drift(
@@ -254,7 +324,7 @@ async fn record_drift(
         .await?;
     Ok(StepOutcome::Failed {
         failure: Failure {
-            reason: "unexpected_observation".into(),
+            reason: ReplanReason::UnexpectedObservation,
             detail: format!("executor refused step {}: {reason}", step.id),
             step: Some(step.id.clone()),
             executor: true,

@@ -11,10 +11,13 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::domain::check::{Check, CheckOutcome, ExternalResult, evaluate};
-use crate::domain::plan::MilestoneStatus;
+use crate::domain::ledger::Unit;
+use crate::domain::plan::{Milestone, MilestoneStatus};
 use crate::engine::Halt;
 use crate::engine::runtime::attempt::{Attempt, brief};
-use crate::engine::runtime::checkpoint::{Failure, Record};
+use crate::engine::runtime::checkpoint::{
+    Failure, MilestoneOutcome, MilestoneRun, Record, Spend, TaskState,
+};
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::{Purpose, ToolCall};
 
@@ -30,7 +33,7 @@ pub struct Checked {
     pub outcome: CheckOutcome,
     /// The seq of the `monitor.decided` event (a repair's plan version points at it).
     pub seq: i64,
-    pub exhausted: Option<String>,
+    pub exhausted: Option<Unit>,
 }
 
 /// Why a check is being run: recorded on the decision.
@@ -74,105 +77,177 @@ pub async fn check(cx: &Attempt, milestone_id: &str, cause: CheckCause) -> Resul
         .get(milestone_id)
         .cloned()
         .unwrap_or_default();
-    let mut external = BTreeMap::new();
-    let mut spends = Vec::new();
-    for (index, leaf) in milestone.accept.leaves().into_iter().enumerate() {
-        match leaf {
-            Check::Command { tool, args, .. } => {
-                let called = cx
-                    .call_tool(ToolCall {
-                        task_id: cx.task().id,
-                        milestone: milestone_id.to_string(),
-                        // A fresh identity per evaluation and per claim: a check must really
-                        // re-run after a resume, never be answered from a receipt.
-                        step: format!("check{}.{index}", run.check_runs + 1),
-                        attempt: u32::try_from(cx.task().attempts).unwrap_or(0),
-                        tool: tool.clone(),
-                        args: args.clone(),
-                    })
-                    .await;
-                spends.push(("check", called.spend));
-                let result = match called.reply {
-                    Ok(reply) => match reply.error {
-                        Some(error) => ExternalResult::Unavailable(error),
-                        None => ExternalResult::Command(reply.output),
-                    },
-                    Err(error) => ExternalResult::Unavailable(error.message),
-                };
-                external.insert(index, result);
-            }
-            Check::Verifier { prompt } => {
-                let asked = cx
-                    .ask(
-                        Purpose::Verifier,
-                        Some(milestone_id),
-                        run.check_runs + 1,
-                        VERIFIER_PROMPT,
-                        json!({"condition": prompt, "milestone": milestone.title,
-                               "outcome": milestone.outcome, "artifacts": brief(&json!(artifacts), 8000),
-                               "observations": run.observations.iter().rev().take(8).collect::<Vec<_>>()}),
-                    )
-                    .await;
-                spends.push(("verifier", asked.spend));
-                let result = match asked.reply {
-                    Ok(reply) => ExternalResult::Verdict(reply.value),
-                    Err(error) => ExternalResult::Unavailable(error.message),
-                };
-                external.insert(index, result);
-            }
-            _ => {}
-        }
-    }
-    let outcome = evaluate(&milestone.accept, &artifacts, &external);
-    let (applied, exhausted) = cx
-        .journal
-        .record(|state| {
-            let mut record = Record::default();
-            let mut exhausted = None;
-            for (source, spend) in spends {
-                if let Some(charged) =
-                    ledger::charge(state, Some(milestone_id), spend, source, &mut record)?
-                    && exhausted.is_none()
-                {
-                    exhausted = charged.exhausted;
-                }
-            }
-            state.run_mut(milestone_id).check_runs += 1;
-            if outcome.passed && exhausted.is_none() {
-                if let Some(m) = state
-                    .plan
-                    .as_mut()
-                    .and_then(|plan| plan.milestone_mut(milestone_id))
-                {
-                    m.status = MilestoneStatus::Done;
-                }
-                state.run_mut(milestone_id).outcome = Some("passed".into());
-                ledger::release(state, milestone_id, &mut record)?;
-            } else {
-                state.run_mut(milestone_id).observations.push(
-                    json!({"check": "failed", "failures": outcome.failures, "cause": cause.as_str()}),
-                );
-            }
-            // The decision goes last so its seq is the one a repair points at.
-            record.push(
-                MONITOR_DECIDED,
-                json!({
-                    "milestone": milestone_id,
-                    "decision": if outcome.passed { "passed" } else { "failing" },
-                    "reason": if outcome.passed { "check passed".to_string() } else { outcome.failures.join("; ") },
-                    "evidence": outcome.evidence,
-                    "cause": cause.as_str(),
-                    "external": external_summary(&external),
-                }),
-            );
-            Ok((record, exhausted))
-        })
-        .await?;
+    let subject = Subject {
+        milestone_id,
+        milestone: &milestone,
+        run: &run,
+        artifacts: &artifacts,
+    };
+    let (external, spends) = perform(cx, &subject).await;
+    let evaluated = Evaluated {
+        milestone_id,
+        cause,
+        outcome: evaluate(&milestone.accept, &artifacts, &external),
+        external,
+        spends,
+    };
+    let (applied, exhausted) = cx.journal.record(|state| decide(state, &evaluated)).await?;
     Ok(Checked {
-        outcome,
+        outcome: evaluated.outcome,
         seq: applied.last_seq,
         exhausted,
     })
+}
+
+/// What a check is evaluated on.
+struct Subject<'a> {
+    milestone_id: &'a str,
+    milestone: &'a Milestone,
+    run: &'a MilestoneRun,
+    artifacts: &'a BTreeMap<String, Value>,
+}
+
+/// The results of the check's external leaves (by leaf index) and what each cost.
+type Performed = (BTreeMap<usize, ExternalResult>, Vec<(&'static str, Spend)>);
+
+/// Performs the leaves a program cannot evaluate from the artifacts: `command` leaves through
+/// the runner tool, `verifier` leaves through the verifier model.
+async fn perform(cx: &Attempt, subject: &Subject<'_>) -> Performed {
+    let mut external = BTreeMap::new();
+    let mut spends = Vec::new();
+    for (index, leaf) in subject.milestone.accept.leaves().into_iter().enumerate() {
+        let (source, result, spend) = match leaf {
+            Check::Command { tool, args, .. } => {
+                let (result, spend) = command(cx, subject, index, tool, args).await;
+                ("check", result, spend)
+            }
+            Check::Verifier { prompt } => {
+                let (result, spend) = verifier(cx, subject, prompt).await;
+                ("verifier", result, spend)
+            }
+            _ => continue,
+        };
+        spends.push((source, spend));
+        external.insert(index, result);
+    }
+    (external, spends)
+}
+
+async fn command(
+    cx: &Attempt,
+    subject: &Subject<'_>,
+    index: usize,
+    tool: &str,
+    args: &Value,
+) -> (ExternalResult, Spend) {
+    let called = cx
+        .call_tool(ToolCall {
+            task_id: cx.task().id,
+            milestone: subject.milestone_id.to_string(),
+            // A fresh identity per evaluation and per claim: a check must really re-run after
+            // a resume, never be answered from a receipt.
+            step: format!("check{}.{index}", subject.run.check_runs + 1),
+            attempt: u32::try_from(cx.task().attempts).unwrap_or(0),
+            tool: tool.to_string(),
+            args: args.clone(),
+        })
+        .await;
+    let result = match called.reply {
+        Ok(reply) => match reply.error {
+            Some(error) => ExternalResult::Unavailable(error),
+            None => ExternalResult::Command(reply.output),
+        },
+        Err(error) => ExternalResult::Unavailable(error.message),
+    };
+    (result, called.spend)
+}
+
+async fn verifier(cx: &Attempt, subject: &Subject<'_>, prompt: &str) -> (ExternalResult, Spend) {
+    let Subject {
+        milestone_id,
+        milestone,
+        run,
+        artifacts,
+    } = subject;
+    let asked = cx
+        .ask(
+            Purpose::Verifier,
+            Some(*milestone_id),
+            run.check_runs + 1,
+            VERIFIER_PROMPT,
+            json!({"condition": prompt, "milestone": milestone.title,
+                   "outcome": milestone.outcome, "artifacts": brief(&json!(artifacts), 8000),
+                   "observations": run.observations.iter().rev().take(8).collect::<Vec<_>>()}),
+        )
+        .await;
+    let result = match asked.reply {
+        Ok(reply) => ExternalResult::Verdict(reply.value),
+        Err(error) => ExternalResult::Unavailable(error.message),
+    };
+    (result, asked.spend)
+}
+
+/// An evaluated check, as its decision is committed.
+struct Evaluated<'a> {
+    milestone_id: &'a str,
+    cause: CheckCause,
+    outcome: CheckOutcome,
+    external: BTreeMap<usize, ExternalResult>,
+    spends: Vec<(&'static str, Spend)>,
+}
+
+/// Commits the check's charges and its `monitor.decided` event; a pass completes the
+/// milestone. Returns the unit the charges could not cover, if any.
+fn decide(
+    state: &mut TaskState,
+    evaluated: &Evaluated<'_>,
+) -> Result<(Record, Option<Unit>), Halt> {
+    let Evaluated {
+        milestone_id,
+        cause,
+        outcome,
+        external,
+        spends,
+    } = evaluated;
+    let mut record = Record::default();
+    let mut exhausted = None;
+    for (source, spend) in spends {
+        if let Some(charged) =
+            ledger::charge(state, Some(*milestone_id), *spend, source, &mut record)?
+            && exhausted.is_none()
+        {
+            exhausted = charged.exhausted;
+        }
+    }
+    state.run_mut(milestone_id).check_runs += 1;
+    if outcome.passed && exhausted.is_none() {
+        if let Some(m) = state
+            .plan
+            .as_mut()
+            .and_then(|plan| plan.milestone_mut(milestone_id))
+        {
+            m.status = MilestoneStatus::Done;
+        }
+        state.run_mut(milestone_id).outcome = Some(MilestoneOutcome::Passed);
+        ledger::release(state, milestone_id, &mut record)?;
+    } else {
+        state.run_mut(milestone_id).observations.push(
+            json!({"check": "failed", "failures": outcome.failures, "cause": cause.as_str()}),
+        );
+    }
+    // The decision goes last so its seq is the one a repair points at.
+    record.push(
+        MONITOR_DECIDED,
+        json!({
+            "milestone": milestone_id,
+            "decision": if outcome.passed { "passed" } else { "failing" },
+            "reason": if outcome.passed { "check passed".to_string() } else { outcome.failures.join("; ") },
+            "evidence": outcome.evidence,
+            "cause": cause.as_str(),
+            "external": external_summary(external),
+        }),
+    );
+    Ok((record, exhausted))
 }
 
 fn external_summary(external: &BTreeMap<usize, ExternalResult>) -> Value {
@@ -193,7 +268,7 @@ fn external_summary(external: &BTreeMap<usize, ExternalResult>) -> Value {
 pub async fn fail(
     cx: &Attempt,
     milestone_id: &str,
-    decision: &str,
+    decision: MilestoneOutcome,
     failure: &Failure,
 ) -> Result<i64, Halt> {
     let (applied, ()) = cx
@@ -206,7 +281,7 @@ pub async fn fail(
             {
                 m.status = MilestoneStatus::Failed;
             }
-            state.run_mut(milestone_id).outcome = Some(decision.to_string());
+            state.run_mut(milestone_id).outcome = Some(decision);
             Ok((
                 Record::event(
                     MONITOR_DECIDED,

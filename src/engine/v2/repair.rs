@@ -11,53 +11,16 @@
 //! One rule is the engine's own: a tool that cannot be reached at all makes the plan stale,
 //! which only a new strategy can route around, so that failure goes straight to L3.
 
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::domain::repair::{RepairDecision, RepairLevel, RepairLimits, ReplanReason};
+use crate::domain::repair::{
+    RepairDecision, RepairHistory, RepairLevel, RepairLimits, ReplanReason, rung_name,
+};
 use crate::engine::Halt;
 use crate::engine::runtime::attempt::Attempt;
 use crate::engine::runtime::checkpoint::{Failure, Record};
 
 pub const REPAIR_STARTED: &str = "repair.started";
-
-/// A rung of the ladder, or the end of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Level {
-    RetryStep,
-    ReplanMilestone,
-    ReplanStrategy,
-    GiveUp,
-}
-
-impl Level {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Level::RetryStep => "retry_step",
-            Level::ReplanMilestone => "replan_milestone",
-            Level::ReplanStrategy => "replan_strategy",
-            Level::GiveUp => "give_up",
-        }
-    }
-
-    pub fn of(level: RepairLevel) -> Level {
-        match level {
-            RepairLevel::RetryStep => Level::RetryStep,
-            RepairLevel::ReplanMilestone => Level::ReplanMilestone,
-            RepairLevel::ReplanStrategy => Level::ReplanStrategy,
-        }
-    }
-
-    pub fn domain(self) -> Option<RepairLevel> {
-        match self {
-            Level::RetryStep => Some(RepairLevel::RetryStep),
-            Level::ReplanMilestone => Some(RepairLevel::ReplanMilestone),
-            Level::ReplanStrategy => Some(RepairLevel::ReplanStrategy),
-            Level::GiveUp => None,
-        }
-    }
-}
 
 /// The ladder's limits from the engine's settings.
 pub fn limits(config: &super::EngineSettings) -> RepairLimits {
@@ -68,73 +31,109 @@ pub fn limits(config: &super::EngineSettings) -> RepairLimits {
     }
 }
 
-/// How the next rung is chosen.
+/// How the next rung is chosen. A rung is `Some(level)`, or `None` for giving up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rung {
     /// The ladder decides from the failure's reason (budget pressure overrides it).
     Decide { pressure: bool },
     /// Already decided: an escalation after a repeated proposal, or a stale plan (L3).
-    Forced { level: Level, from: Option<Level> },
+    Forced {
+        level: Option<RepairLevel>,
+        from: Option<RepairLevel>,
+    },
 }
 
-/// Decides and records the next repair for `milestone_id`. Returns the level and the failure
-/// as it was recorded.
+/// The rung taken, and what the `repair.started` event says about it.
+struct Chosen {
+    level: Option<RepairLevel>,
+    reason: ReplanReason,
+    pressure: bool,
+    from: Option<RepairLevel>,
+}
+
+/// Resolves `rung` against the ladder: a decision from the reason, or a forced rung (an L3
+/// past its task-wide limit gives up).
+fn choose(
+    ladder: &RepairHistory,
+    milestone_id: &str,
+    failure: &Failure,
+    rung: Rung,
+    limits: &RepairLimits,
+) -> Chosen {
+    match rung {
+        Rung::Decide { pressure } => {
+            let reason = if pressure {
+                ReplanReason::BudgetPressure
+            } else {
+                failure.reason
+            };
+            let level = match ladder.decide(milestone_id, reason, limits) {
+                RepairDecision::Attempt { level, .. } => Some(level),
+                RepairDecision::GiveUp { .. } => None,
+            };
+            Chosen {
+                level,
+                reason,
+                pressure,
+                from: None,
+            }
+        }
+        Rung::Forced { level, from } => {
+            let level = match level {
+                Some(RepairLevel::ReplanStrategy)
+                    if ladder.replan_strategy >= limits.replan_strategy =>
+                {
+                    None
+                }
+                other => other,
+            };
+            Chosen {
+                level,
+                reason: failure.reason,
+                pressure: false,
+                from,
+            }
+        }
+    }
+}
+
+/// Decides and records the next repair for `milestone_id`. Returns the rung (`None`: give up)
+/// and the failure as it was recorded.
 pub async fn start(
     cx: &Attempt,
     milestone_id: &str,
     failure: Failure,
     rung: Rung,
-) -> Result<(Level, Failure), Halt> {
+) -> Result<(Option<RepairLevel>, Failure), Halt> {
     let limits = limits(&cx.config);
     let (_, level) = cx
         .journal
         .record(|state| {
-            let (level, reason, pressure, from) = match rung {
-                Rung::Decide { pressure } => {
-                    let reason = if pressure {
-                        ReplanReason::BudgetPressure
-                    } else {
-                        ReplanReason::parse(&failure.reason)
-                            .unwrap_or(ReplanReason::UnexpectedObservation)
-                    };
-                    let level = match state.ladder.decide(milestone_id, reason, &limits) {
-                        RepairDecision::Attempt { level, .. } => Level::of(level),
-                        RepairDecision::GiveUp { .. } => Level::GiveUp,
-                    };
-                    (level, reason.as_str(), pressure, None)
-                }
-                Rung::Forced { level, from } => {
-                    let level = match level {
-                        Level::ReplanStrategy
-                            if state.ladder.replan_strategy >= limits.replan_strategy =>
-                        {
-                            Level::GiveUp
-                        }
-                        other => other,
-                    };
-                    (level, failure.reason.as_str(), false, from)
-                }
-            };
+            let Chosen {
+                level,
+                reason,
+                pressure,
+                from,
+            } = choose(&state.ladder, milestone_id, &failure, rung, &limits);
             match level {
-                Level::RetryStep => state.metrics.repairs_retry_step += 1,
-                Level::ReplanMilestone => state.metrics.repairs_replan_milestone += 1,
-                Level::ReplanStrategy => state.metrics.repairs_replan_strategy += 1,
-                Level::GiveUp => {}
+                Some(RepairLevel::RetryStep) => state.metrics.repairs_retry_step += 1,
+                Some(RepairLevel::ReplanMilestone) => state.metrics.repairs_replan_milestone += 1,
+                Some(RepairLevel::ReplanStrategy) => state.metrics.repairs_replan_strategy += 1,
+                None => {}
             }
             if !failure.executor && from.is_none() {
                 // Steps ran as planned and the check still failed: the plan was wrong.
                 state.metrics.planner_failures += 1;
             }
             let run = state.run_mut(milestone_id);
-            run.repairs.levels.push(level.as_str().into());
+            run.repairs.levels.push(level);
             run.pressured |= pressure;
             run.failure = Some(failure.clone());
-            run.pending_repair = matches!(level, Level::RetryStep | Level::ReplanMilestone)
-                .then(|| level.as_str().to_string());
+            run.pending_repair = level.filter(|l| *l != RepairLevel::ReplanStrategy);
             run.needs_steps = run.pending_repair.is_some();
             let record = Record::event(
                 REPAIR_STARTED,
-                json!({"milestone": milestone_id, "level": level, "reason": reason,
+                json!({"milestone": milestone_id, "level": rung_name(level), "reason": reason,
                        "detail": failure.detail, "step": failure.step,
                        "escalated_from": from, "budget_pressure": pressure,
                        "caused_by_seq": failure.seq}),

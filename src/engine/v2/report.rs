@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::gate::GATE_OUTCOME;
 use crate::domain::event::kinds;
 use crate::domain::ledger::Unit;
+use crate::domain::repair::rung_name;
 use crate::domain::task::TaskStatus;
 use crate::engine::runtime::attempt::Attempt;
 use crate::engine::runtime::checkpoint::{Record, Spend, TaskState};
@@ -52,7 +53,7 @@ pub fn result(state: &TaskState, ending: &Ending) -> Value {
                 "spend": run.spend,
                 "granted": {"tokens": books("tokens", "granted"), "tool_calls": books("tool_calls", "granted"), "wall_ms": books("wall_ms", "granted")},
                 "returned": {"tokens": books("tokens", "returned"), "tool_calls": books("tool_calls", "returned"), "wall_ms": books("wall_ms", "returned")},
-                "repairs": run.repairs.levels,
+                "repairs": run.repairs.levels.iter().map(|l| rung_name(*l)).collect::<Vec<_>>(),
                 "failure": run.failure,
             })
         })

@@ -10,12 +10,14 @@ use serde_json::json;
 
 use super::executor::{self, StepOutcome};
 use super::monitor::{self, CheckCause, MILESTONE_STARTED};
-use super::repair::{self, Level, Rung};
+use super::repair::{self, Rung};
 use super::tactical::{self, Ask, Planned};
+use crate::domain::ledger::Unit;
 use crate::domain::plan::MilestoneStatus;
+use crate::domain::repair::{RepairLevel, ReplanReason};
 use crate::engine::Halt;
 use crate::engine::runtime::attempt::Attempt;
-use crate::engine::runtime::checkpoint::{Failure, Record};
+use crate::engine::runtime::checkpoint::{Failure, MilestoneOutcome, Record};
 use crate::engine::runtime::ledger;
 
 /// How a milestone's run ended.
@@ -26,7 +28,7 @@ pub enum MilestoneEnd {
     Failed(Failure),
     /// The ledger could not cover a charge, reserve included.
     Exhausted {
-        unit: String,
+        unit: Unit,
     },
     /// The ladder asks for a new strategy (L3).
     ReplanStrategy(Failure),
@@ -34,8 +36,52 @@ pub enum MilestoneEnd {
     Stopped,
 }
 
+/// Where the milestone's loop goes after a phase.
+enum Turn {
+    /// On to the next phase of this round.
+    Next,
+    /// Back to the top of the loop.
+    Again,
+    /// The milestone's run is over.
+    End(MilestoneEnd),
+}
+
+impl Turn {
+    /// A ladder decision: the run ends, or carries on with new steps.
+    fn of(end: Option<MilestoneEnd>) -> Turn {
+        end.map_or(Turn::Again, Turn::End)
+    }
+}
+
 /// Runs `milestone_id` until the monitor decides. `resumed` re-runs the check first.
 pub async fn run(cx: &Attempt, milestone_id: &str, resumed: bool) -> Result<MilestoneEnd, Halt> {
+    if let Some(end) = begin(cx, milestone_id, resumed).await? {
+        return Ok(end);
+    }
+    loop {
+        if cx.stopping() {
+            return Ok(MilestoneEnd::Stopped);
+        }
+        match ensure_steps(cx, milestone_id).await? {
+            Turn::Next => {}
+            Turn::Again => continue,
+            Turn::End(end) => return Ok(end),
+        }
+        let outcome = executor::run_next_step(cx, milestone_id).await?;
+        match after_step(cx, milestone_id, outcome).await? {
+            Turn::End(end) => return Ok(end),
+            Turn::Next | Turn::Again => {}
+        }
+    }
+}
+
+/// Starts a pending milestone, or re-checks a resumed active one. `Some` ends the run before
+/// any step.
+async fn begin(
+    cx: &Attempt,
+    milestone_id: &str,
+    resumed: bool,
+) -> Result<Option<MilestoneEnd>, Halt> {
     let status = cx
         .journal
         .read(|s| {
@@ -62,171 +108,155 @@ pub async fn run(cx: &Attempt, milestone_id: &str, resumed: bool) -> Result<Mile
                     ))
                 })
                 .await?;
+            Ok(None)
         }
         Some(MilestoneStatus::Active) if resumed => {
             // The world may have changed while no one was watching: check before trusting.
             let checked = monitor::check(cx, milestone_id, CheckCause::Resume).await?;
             if let Some(unit) = checked.exhausted {
-                return Ok(MilestoneEnd::Exhausted { unit });
+                return Ok(Some(MilestoneEnd::Exhausted { unit }));
             }
-            if checked.outcome.passed {
-                return Ok(MilestoneEnd::Passed);
-            }
+            Ok(checked.outcome.passed.then_some(MilestoneEnd::Passed))
         }
-        Some(MilestoneStatus::Active) => {}
-        Some(MilestoneStatus::Done) => return Ok(MilestoneEnd::Passed),
-        _ => return Ok(MilestoneEnd::Stopped),
+        Some(MilestoneStatus::Active) => Ok(None),
+        Some(MilestoneStatus::Done) => Ok(Some(MilestoneEnd::Passed)),
+        _ => Ok(Some(MilestoneEnd::Stopped)),
     }
-    loop {
-        if cx.stopping() {
-            return Ok(MilestoneEnd::Stopped);
-        }
-        let (has_steps, needs_steps, pending_repair, failure) = cx
-            .journal
-            .read(|s| {
-                let steps = s
-                    .plan
-                    .as_ref()
-                    .and_then(|p| p.milestone(milestone_id))
-                    .is_some_and(|m| !m.steps.is_empty());
-                let run = s.runs.get(milestone_id).cloned().unwrap_or_default();
-                (steps, run.needs_steps, run.pending_repair, run.failure)
-            })
-            .await;
-        if !has_steps || needs_steps {
-            let ask = match pending_repair.as_deref() {
-                Some("retry_step") => Ask::RetryStep,
-                Some("replan_milestone") => Ask::ReplanMilestone,
-                _ => Ask::Initial,
+}
+
+/// Asks the tactical planner for steps when the milestone has none or needs new ones.
+async fn ensure_steps(cx: &Attempt, milestone_id: &str) -> Result<Turn, Halt> {
+    let (has_steps, needs_steps, pending_repair, failure) = cx
+        .journal
+        .read(|s| {
+            let steps = s
+                .plan
+                .as_ref()
+                .and_then(|p| p.milestone(milestone_id))
+                .is_some_and(|m| !m.steps.is_empty());
+            let run = s.runs.get(milestone_id).cloned().unwrap_or_default();
+            (steps, run.needs_steps, run.pending_repair, run.failure)
+        })
+        .await;
+    if has_steps && !needs_steps {
+        return Ok(Turn::Next);
+    }
+    let ask = Ask::of(pending_repair);
+    match tactical::plan_steps(cx, milestone_id, ask, failure.as_ref()).await? {
+        Planned::Steps { .. } => Ok(Turn::Next),
+        Planned::Exhausted { unit } => Ok(Turn::End(MilestoneEnd::Exhausted { unit })),
+        Planned::Repeated { fingerprint, to } => {
+            let from = match ask {
+                Ask::RetryStep => RepairLevel::RetryStep,
+                _ => RepairLevel::ReplanMilestone,
             };
-            match tactical::plan_steps(cx, milestone_id, ask, failure.as_ref()).await? {
-                Planned::Steps { .. } => {}
-                Planned::Exhausted { unit } => return Ok(MilestoneEnd::Exhausted { unit }),
-                Planned::Repeated { fingerprint, to } => {
-                    let from = match ask {
-                        Ask::RetryStep => Level::RetryStep,
-                        _ => Level::ReplanMilestone,
-                    };
-                    let failure = failure.clone().unwrap_or_else(|| Failure {
-                        reason: "check_failed".into(),
-                        detail: String::new(),
-                        step: None,
-                        executor: false,
-                        seq: None,
-                    });
-                    let failure = Failure {
-                        detail: format!(
-                            "{} (proposal {fingerprint} was already tried)",
-                            failure.detail
-                        ),
-                        ..failure
-                    };
-                    let rung = Rung::Forced {
-                        level: to,
-                        from: Some(from),
-                    };
-                    if let Some(end) = escalate(cx, milestone_id, failure, rung).await? {
-                        return Ok(end);
-                    }
-                    continue;
-                }
-                Planned::Unusable { reason } => {
-                    let failure = Failure {
-                        reason: "unexpected_observation".into(),
-                        detail: format!("the tactical planner gave no usable steps: {reason}"),
-                        step: None,
-                        executor: false,
-                        seq: None,
-                    };
-                    let rung = Rung::Forced {
-                        level: Level::ReplanStrategy,
-                        from: Some(Level::ReplanMilestone),
-                    };
-                    if let Some(end) = escalate(cx, milestone_id, failure, rung).await? {
-                        return Ok(end);
-                    }
-                    continue;
-                }
-            }
+            let failure = failure.unwrap_or_else(|| Failure {
+                reason: ReplanReason::CheckFailed,
+                detail: String::new(),
+                step: None,
+                executor: false,
+                seq: None,
+            });
+            let failure = Failure {
+                detail: format!(
+                    "{} (proposal {fingerprint} was already tried)",
+                    failure.detail
+                ),
+                ..failure
+            };
+            let rung = Rung::Forced {
+                level: to,
+                from: Some(from),
+            };
+            Ok(Turn::of(escalate(cx, milestone_id, failure, rung).await?))
         }
-        let outcome = executor::run_next_step(cx, milestone_id).await?;
-        let (steps_left, pressured) = cx
-            .journal
-            .read(|s| {
-                let run = s.runs.get(milestone_id);
-                let next = run.map(|r| r.next_step).unwrap_or(0);
-                let left = s
-                    .plan
-                    .as_ref()
-                    .and_then(|p| p.milestone(milestone_id))
-                    .is_some_and(|m| next < m.steps.len());
-                (left, run.is_some_and(|r| r.pressured))
-            })
-            .await;
-        let (failure, pressure) = match outcome {
-            StepOutcome::Exhausted { unit } => return Ok(MilestoneEnd::Exhausted { unit }),
-            StepOutcome::Stale { failure } => {
-                // Only a new strategy can route around a tool that is gone.
-                let rung = Rung::Forced {
-                    level: Level::ReplanStrategy,
-                    from: None,
-                };
-                if let Some(end) = escalate(cx, milestone_id, failure, rung).await? {
-                    return Ok(end);
-                }
-                continue;
-            }
-            StepOutcome::Failed { failure, fraction } => {
-                (failure, fraction >= cx.config.pressure_frac)
-            }
-            StepOutcome::Done { fraction } if steps_left => {
-                if fraction < cx.config.pressure_frac || pressured {
-                    continue;
-                }
-                match judge(cx, milestone_id, CheckCause::BudgetPressure).await? {
-                    Judged::Passed => return Ok(MilestoneEnd::Passed),
-                    Judged::Exhausted(unit) => return Ok(MilestoneEnd::Exhausted { unit }),
-                    Judged::Failing(failure) => (failure, true),
-                }
-            }
-            StepOutcome::Done { .. } | StepOutcome::NoStep => {
-                match judge(cx, milestone_id, CheckCause::StepsDone).await? {
-                    Judged::Passed => return Ok(MilestoneEnd::Passed),
-                    Judged::Exhausted(unit) => return Ok(MilestoneEnd::Exhausted { unit }),
-                    Judged::Failing(failure) => {
-                        let pressure = fraction(cx, milestone_id).await >= cx.config.pressure_frac;
-                        (failure, pressure)
-                    }
-                }
-            }
-        };
-        let rung = Rung::Decide { pressure };
-        let (level, failure) = repair::start(cx, milestone_id, failure, rung).await?;
-        if let Some(end) = settle(cx, milestone_id, level, failure).await? {
-            return Ok(end);
+        Planned::Unusable { reason } => {
+            let failure = Failure {
+                reason: ReplanReason::UnexpectedObservation,
+                detail: format!("the tactical planner gave no usable steps: {reason}"),
+                step: None,
+                executor: false,
+                seq: None,
+            };
+            let rung = Rung::Forced {
+                level: Some(RepairLevel::ReplanStrategy),
+                from: Some(RepairLevel::ReplanMilestone),
+            };
+            Ok(Turn::of(escalate(cx, milestone_id, failure, rung).await?))
         }
     }
 }
 
+/// What a step's outcome means: carry on, check the milestone (when its steps are done or
+/// budget pressure says so), or repair.
+async fn after_step(cx: &Attempt, milestone_id: &str, outcome: StepOutcome) -> Result<Turn, Halt> {
+    let (steps_left, pressured) = cx
+        .journal
+        .read(|s| {
+            let run = s.runs.get(milestone_id);
+            let next = run.map(|r| r.next_step).unwrap_or(0);
+            let left = s
+                .plan
+                .as_ref()
+                .and_then(|p| p.milestone(milestone_id))
+                .is_some_and(|m| next < m.steps.len());
+            (left, run.is_some_and(|r| r.pressured))
+        })
+        .await;
+    let (failure, pressure) = match outcome {
+        StepOutcome::Exhausted { unit } => return Ok(Turn::End(MilestoneEnd::Exhausted { unit })),
+        StepOutcome::Stale { failure } => {
+            // Only a new strategy can route around a tool that is gone.
+            let rung = Rung::Forced {
+                level: Some(RepairLevel::ReplanStrategy),
+                from: None,
+            };
+            return Ok(Turn::of(escalate(cx, milestone_id, failure, rung).await?));
+        }
+        StepOutcome::Failed { failure, fraction } => (failure, fraction >= cx.config.pressure_frac),
+        StepOutcome::Done { fraction } if steps_left => {
+            if fraction < cx.config.pressure_frac || pressured {
+                return Ok(Turn::Again);
+            }
+            match judge(cx, milestone_id, CheckCause::BudgetPressure).await? {
+                Judged::Decided(end) => return Ok(Turn::End(end)),
+                Judged::Failing(failure) => (failure, true),
+            }
+        }
+        StepOutcome::Done { .. } | StepOutcome::NoStep => {
+            match judge(cx, milestone_id, CheckCause::StepsDone).await? {
+                Judged::Decided(end) => return Ok(Turn::End(end)),
+                Judged::Failing(failure) => {
+                    let pressure = fraction(cx, milestone_id).await >= cx.config.pressure_frac;
+                    (failure, pressure)
+                }
+            }
+        }
+    };
+    let rung = Rung::Decide { pressure };
+    let (level, failure) = repair::start(cx, milestone_id, failure, rung).await?;
+    Ok(Turn::of(settle(cx, milestone_id, level, failure).await?))
+}
+
+/// A check's verdict for the loop: decided (passed, or out of budget) or failing.
 enum Judged {
-    Passed,
+    Decided(MilestoneEnd),
     Failing(Failure),
-    Exhausted(String),
 }
 
 async fn judge(cx: &Attempt, milestone_id: &str, cause: CheckCause) -> Result<Judged, Halt> {
     let checked = monitor::check(cx, milestone_id, cause).await?;
     if let Some(unit) = checked.exhausted {
-        return Ok(Judged::Exhausted(unit));
+        return Ok(Judged::Decided(MilestoneEnd::Exhausted { unit }));
     }
     if checked.outcome.passed {
-        return Ok(Judged::Passed);
+        return Ok(Judged::Decided(MilestoneEnd::Passed));
     }
     Ok(Judged::Failing(Failure {
         reason: if cause == CheckCause::BudgetPressure {
-            "budget_pressure".into()
+            ReplanReason::BudgetPressure
         } else {
-            "check_failed".into()
+            ReplanReason::CheckFailed
         },
         detail: checked.outcome.failures.join("; "),
         step: None,
@@ -258,14 +288,14 @@ async fn escalate(
 async fn settle(
     cx: &Attempt,
     milestone_id: &str,
-    level: Level,
+    level: Option<RepairLevel>,
     failure: Failure,
 ) -> Result<Option<MilestoneEnd>, Halt> {
     match level {
-        Level::RetryStep | Level::ReplanMilestone => Ok(None),
-        Level::ReplanStrategy => Ok(Some(MilestoneEnd::ReplanStrategy(failure))),
-        Level::GiveUp => {
-            monitor::fail(cx, milestone_id, "failed", &failure).await?;
+        Some(RepairLevel::RetryStep | RepairLevel::ReplanMilestone) => Ok(None),
+        Some(RepairLevel::ReplanStrategy) => Ok(Some(MilestoneEnd::ReplanStrategy(failure))),
+        None => {
+            monitor::fail(cx, milestone_id, MilestoneOutcome::Failed, &failure).await?;
             Ok(Some(MilestoneEnd::Failed(failure)))
         }
     }

@@ -14,8 +14,8 @@ use crate::domain::ledger::{LedgerPolicy, PerUnit};
 use crate::domain::plan::{MilestoneStatus, Plan};
 use crate::domain::validate::{KnownTools, PlanError, carry_over, feedback, validate};
 use crate::engine::Halt;
-use crate::engine::runtime::attempt::Attempt;
-use crate::engine::runtime::checkpoint::{Failure, Phase, Record};
+use crate::engine::runtime::attempt::{Asked, Attempt};
+use crate::engine::runtime::checkpoint::{Failure, Phase, Record, TaskState};
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::Purpose;
 
@@ -57,79 +57,25 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
     for _ in 0..=cx.config.max_reasks {
         let snapshot = cx.journal.snapshot().await;
         let attempt = snapshot.strategic_calls + 1;
-        let budget = cx.task().budget;
-        let mut input = json!({
-            "goal": cx.task().goal,
-            "tools": families,
-            "constraints": {"budget": budget},
-            "validation_errors": errors,
-        });
-        if let (Some(r), Some(current)) = (&replan, &snapshot.plan) {
-            input["replan"] = json!({
-                "current_plan": current,
-                "completed": current.milestones.iter()
-                    .filter(|m| m.status == MilestoneStatus::Done)
-                    .map(|m| json!({"id": m.id, "artifacts": snapshot.artifacts.get(&m.id)
-                        .map(|a| a.keys().collect::<Vec<_>>())}))
-                    .collect::<Vec<_>>(),
-                "failed_milestone": r.milestone,
-                "evidence": r.failure,
-                "rule": "keep every completed milestone unchanged (same id, title and accept); plan only the remaining path",
-            });
-        }
+        let input = input(cx, &families, &snapshot, replan.as_ref(), errors.as_deref());
         let asked = cx
             .ask(Purpose::Strategic, None, attempt, PROMPT, input)
             .await;
-        let checked: Result<Plan, String> = match &asked.reply {
-            Ok(reply) => Plan::from_value(&reply.value, 8)
-                .and_then(|plan| validate(&plan, &known).map(|()| plan))
-                .and_then(|plan| match (&replan, &snapshot.plan) {
-                    (Some(_), Some(current)) => carry_over(current, &plan),
-                    _ => Ok(plan),
-                })
-                .map_err(|errors: Vec<PlanError>| feedback(&errors, 8)),
-            Err(error) => Err(error.message.clone()),
+        let checked = check(&asked, &known, replan.as_ref(), &snapshot);
+        let proposal = Proposal {
+            attempt,
+            checked: &checked,
+            proposal: asked.reply.as_ref().ok().map(|r| r.value.clone()),
+            reason: match (&replan, snapshot.plan_version) {
+                (Some(_), _) => "replan_strategy",
+                (None, 0) => "initial",
+                (None, _) => "replan_strategy",
+            },
+            cause: replan.as_ref().and_then(|r| r.failure.seq),
         };
-        let proposal = asked.reply.as_ref().ok().map(|r| r.value.clone());
-        let reason = match (&replan, snapshot.plan_version) {
-            (Some(_), _) => "replan_strategy",
-            (None, 0) => "initial",
-            (None, _) => "replan_strategy",
-        };
-        let cause = replan.as_ref().and_then(|r| r.failure.seq);
         let accepted = cx
             .journal
-            .record(|state| {
-                let mut record = Record::default();
-                ledger::charge(state, None, asked.spend, "strategic", &mut record)?;
-                state.strategic_calls = attempt;
-                if proposal.is_some() {
-                    state.metrics.plans_proposed += 1;
-                }
-                match &checked {
-                    Err(reason) => {
-                        if proposal.is_some() {
-                            state.metrics.plans_invalid += 1;
-                            state.metrics.planner_failures += 1;
-                        }
-                        record.push(
-                            PLAN_REFUSED,
-                            json!({"attempt": attempt, "errors": reason, "proposal": proposal}),
-                        );
-                        Ok((record, false))
-                    }
-                    Ok(plan) => {
-                        install(state, plan.clone(), cx, &mut record)?;
-                        record.push(
-                            PLAN_ACCEPTED,
-                            json!({"attempt": attempt, "version": state.plan_version + 1,
-                                   "reason": reason, "milestones": plan.milestones.len()}),
-                        );
-                        record.plan_version = Some((reason.to_string(), cause));
-                        Ok((record, true))
-                    }
-                }
-            })
+            .record(|state| commit(state, cx, &asked, &proposal))
             .await?
             .1;
         if accepted {
@@ -142,11 +88,121 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
     })
 }
 
+/// The strategic prompt's input; an L3 replan adds the current plan, what is finished and the
+/// evidence of the failure.
+fn input(
+    cx: &Attempt,
+    families: &[Value],
+    snapshot: &TaskState,
+    replan: Option<&Replan<'_>>,
+    errors: Option<&str>,
+) -> Value {
+    let budget = cx.task().budget;
+    let mut input = json!({
+        "goal": cx.task().goal,
+        "tools": families,
+        "constraints": {"budget": budget},
+        "validation_errors": errors,
+    });
+    if let (Some(r), Some(current)) = (replan, &snapshot.plan) {
+        input["replan"] = json!({
+            "current_plan": current,
+            "completed": current.milestones.iter()
+                .filter(|m| m.status == MilestoneStatus::Done)
+                .map(|m| json!({"id": m.id, "artifacts": snapshot.artifacts.get(&m.id)
+                    .map(|a| a.keys().collect::<Vec<_>>())}))
+                .collect::<Vec<_>>(),
+            "failed_milestone": r.milestone,
+            "evidence": r.failure,
+            "rule": "keep every completed milestone unchanged (same id, title and accept); plan only the remaining path",
+        });
+    }
+    input
+}
+
+/// Parses and validates the model's plan (a replan must carry the finished milestones over);
+/// `Err` is the feedback for a re-ask.
+fn check(
+    asked: &Asked,
+    known: &KnownTools,
+    replan: Option<&Replan<'_>>,
+    snapshot: &TaskState,
+) -> Result<Plan, String> {
+    match &asked.reply {
+        Ok(reply) => Plan::from_value(&reply.value, 8)
+            .and_then(|plan| validate(&plan, known).map(|()| plan))
+            .and_then(|plan| match (replan, &snapshot.plan) {
+                (Some(_), Some(current)) => carry_over(current, &plan),
+                _ => Ok(plan),
+            })
+            .map_err(|errors: Vec<PlanError>| feedback(&errors, 8)),
+        Err(error) => Err(error.message.clone()),
+    }
+}
+
+/// One strategic answer, judged, as it is committed.
+struct Proposal<'a> {
+    attempt: u32,
+    checked: &'a Result<Plan, String>,
+    /// The model's answer, when it gave one.
+    proposal: Option<Value>,
+    /// The plan version's reason (`initial` or `replan_strategy`).
+    reason: &'static str,
+    /// The event that caused an L3 replan.
+    cause: Option<i64>,
+}
+
+/// Commits one strategic call: its charge, and the plan refused or installed. Returns whether
+/// the plan was accepted.
+fn commit(
+    state: &mut TaskState,
+    cx: &Attempt,
+    asked: &Asked,
+    proposal: &Proposal<'_>,
+) -> Result<(Record, bool), Halt> {
+    let Proposal {
+        attempt,
+        checked,
+        proposal,
+        reason,
+        cause,
+    } = proposal;
+    let mut record = Record::default();
+    ledger::charge(state, None, asked.spend, "strategic", &mut record)?;
+    state.strategic_calls = *attempt;
+    if proposal.is_some() {
+        state.metrics.plans_proposed += 1;
+    }
+    match checked {
+        Err(errors) => {
+            if proposal.is_some() {
+                state.metrics.plans_invalid += 1;
+                state.metrics.planner_failures += 1;
+            }
+            record.push(
+                PLAN_REFUSED,
+                json!({"attempt": attempt, "errors": errors, "proposal": proposal}),
+            );
+            Ok((record, false))
+        }
+        Ok(plan) => {
+            install(state, plan.clone(), cx, &mut record)?;
+            record.push(
+                PLAN_ACCEPTED,
+                json!({"attempt": attempt, "version": state.plan_version + 1,
+                       "reason": reason, "milestones": plan.milestones.len()}),
+            );
+            record.plan_version = Some((reason.to_string(), *cause));
+            Ok((record, true))
+        }
+    }
+}
+
 /// Puts an accepted plan in place with its ledger: a first plan opens the books; a replacement
 /// rebalances them (the replaced milestones return their unspent shares, and the reserve above
 /// its policy share is granted to the new unfinished milestones by effort).
 fn install(
-    state: &mut crate::engine::runtime::checkpoint::TaskState,
+    state: &mut TaskState,
     plan: Plan,
     cx: &Attempt,
     record: &mut Record,

@@ -8,16 +8,16 @@
 
 use serde_json::{Value, json};
 
-use super::repair::Level;
-use crate::domain::fingerprint::of_steps;
-use crate::domain::plan::{Step, StepList, StepStatus};
-use crate::domain::repair::{ProposalVerdict, RepairLevel};
+use crate::domain::fingerprint::{Fingerprint, of_steps};
+use crate::domain::ledger::Unit;
+use crate::domain::plan::{Milestone, Step, StepList, StepStatus};
+use crate::domain::repair::{ProposalVerdict, RepairLevel, RepairLimits, rung_name};
 use crate::domain::validate::{PlanLimits, StepError, feedback, validate_steps};
 use crate::engine::Halt;
-use crate::engine::runtime::attempt::{Attempt, brief};
-use crate::engine::runtime::checkpoint::{Failure, Record};
+use crate::engine::runtime::attempt::{Asked, Attempt, brief};
+use crate::engine::runtime::checkpoint::{Failure, Record, TaskState};
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::Purpose;
+use crate::engine::runtime::ports::{FailureKind, Purpose};
 
 pub const STEPS_PLANNED: &str = "milestone.steps_planned";
 pub const STEPS_REFUSED: &str = "milestone.steps_refused";
@@ -39,19 +39,21 @@ pub enum Ask {
 }
 
 impl Ask {
+    /// The ask for a milestone's pending repair (`None`, or an L3, asks for a first list).
+    pub fn of(pending_repair: Option<RepairLevel>) -> Ask {
+        match pending_repair {
+            Some(RepairLevel::RetryStep) => Ask::RetryStep,
+            Some(RepairLevel::ReplanMilestone) => Ask::ReplanMilestone,
+            _ => Ask::Initial,
+        }
+    }
+
+    /// The repair level this ask answers, `None` for a first list.
     pub fn repair_level(self) -> Option<RepairLevel> {
         match self {
             Ask::Initial => None,
             Ask::RetryStep => Some(RepairLevel::RetryStep),
             Ask::ReplanMilestone => Some(RepairLevel::ReplanMilestone),
-        }
-    }
-
-    pub fn level(self) -> Option<&'static str> {
-        match self {
-            Ask::Initial => None,
-            Ask::RetryStep => Some("retry_step"),
-            Ask::ReplanMilestone => Some("replan_milestone"),
         }
     }
 }
@@ -63,18 +65,39 @@ pub enum Planned {
     Steps {
         fingerprint: String,
     },
-    /// The proposal repeats one already tried: escalate to `to` instead of executing it.
+    /// The proposal repeats one already tried: escalate to `to` (`None`: give up) instead of
+    /// executing it.
     Repeated {
         fingerprint: String,
-        to: Level,
+        to: Option<RepairLevel>,
     },
     /// Every proposal, re-asks included, was invalid or unusable.
     Unusable {
         reason: String,
     },
     Exhausted {
-        unit: String,
+        unit: Unit,
     },
+}
+
+/// One request to the tactical planner.
+#[derive(Clone, Copy)]
+struct Request<'a> {
+    milestone_id: &'a str,
+    ask: Ask,
+    failure: Option<&'a Failure>,
+    /// The validation errors of the previous proposal, on a re-ask.
+    errors: Option<&'a str>,
+}
+
+/// The model's answer to one request, judged, as it is committed.
+struct Proposal<'a> {
+    request: Request<'a>,
+    attempt: u32,
+    parsed: &'a Result<Vec<Step>, String>,
+    /// The model could not be reached (not counted as the planner's failure).
+    transient: bool,
+    fingerprint: Option<Fingerprint>,
 }
 
 /// Asks for steps for `milestone_id` and attaches them (one commit per model call).
@@ -84,6 +107,7 @@ pub async fn plan_steps(
     ask: Ask,
     failure: Option<&Failure>,
 ) -> Result<Planned, Halt> {
+    let limits = super::repair::limits(&cx.config);
     let mut errors: Option<String> = None;
     for _ in 0..=cx.config.max_reasks {
         let snapshot = cx.journal.snapshot().await;
@@ -97,36 +121,18 @@ pub async fn plan_steps(
                 reason: format!("milestone {milestone_id} is not in the plan"),
             });
         };
-        let run = snapshot.runs.get(milestone_id).cloned().unwrap_or_default();
-        let attempt = run.tactical_calls + 1;
-        let dependency_artifacts: serde_json::Map<String, Value> = milestone
-            .depends_on
-            .iter()
-            .filter_map(|dep| {
-                snapshot
-                    .artifacts
-                    .get(dep)
-                    .map(|a| (dep.clone(), brief(&json!(a), 6000)))
-            })
-            .collect();
-        let remaining = snapshot
-            .ledger
-            .as_ref()
-            .map(|l| ledger::remaining(l, milestone_id))
-            .unwrap_or_default();
-        let input = json!({
-            "goal": cx.task().goal,
-            "milestone": {"id": milestone.id, "title": milestone.title,
-                          "outcome": milestone.outcome, "accept": milestone.accept},
-            "remaining_budget": remaining,
-            "dependency_artifacts": dependency_artifacts,
-            "tools": cx.tool_schemas(&milestone.tools),
-            "repair": ask.level(),
-            "failure": failure,
-            "current_steps": milestone.steps,
-            "observations": run.observations.iter().rev().take(12).collect::<Vec<_>>(),
-            "validation_errors": errors,
-        });
+        let request = Request {
+            milestone_id,
+            ask,
+            failure,
+            errors: errors.as_deref(),
+        };
+        let attempt = snapshot
+            .runs
+            .get(milestone_id)
+            .map_or(0, |run| run.tactical_calls)
+            + 1;
+        let input = input(cx, &request, &snapshot, &milestone);
         let asked = cx
             .ask(
                 Purpose::Tactical,
@@ -136,101 +142,17 @@ pub async fn plan_steps(
                 input,
             )
             .await;
-        let parsed: Result<Vec<Step>, String> = match &asked.reply {
-            Ok(reply) => serde_json::from_value::<StepList>(reply.value.clone())
-                .map(|list| list.steps)
-                .map_err(|error| format!("not a step list: {error}"))
-                .and_then(|steps| {
-                    match validate_steps(&steps, &milestone, &PlanLimits::default()) {
-                        Ok(()) => Ok(steps),
-                        Err(mut errors) => {
-                            // A tool outside the milestone's list is the executor's to refuse
-                            // (and count as drift), not a malformed proposal.
-                            errors.retain(|e| !matches!(e, StepError::ToolNotAllowed { .. }));
-                            if errors.is_empty() {
-                                Ok(steps)
-                            } else {
-                                Err(feedback(&errors, 8))
-                            }
-                        }
-                    }
-                }),
-            Err(error) => Err(error.message.clone()),
+        let parsed = parse(&asked, &milestone);
+        let proposal = Proposal {
+            request,
+            attempt,
+            parsed: &parsed,
+            transient: matches!(&asked.reply, Err(e) if e.kind != FailureKind::InvalidOutput),
+            fingerprint: parsed.as_ref().ok().map(|steps| of_steps(steps)),
         };
-        let transient = matches!(&asked.reply, Err(e) if e.kind != crate::engine::runtime::ports::FailureKind::InvalidOutput);
-        let fp = parsed.as_ref().ok().map(|steps| of_steps(steps));
-        let limits = super::repair::limits(&cx.config);
         let (_, outcome) = cx
             .journal
-            .record(|state| {
-                let mut record = Record::default();
-                let charged = ledger::charge(
-                    state,
-                    Some(milestone_id),
-                    asked.spend,
-                    "tactical",
-                    &mut record,
-                )?;
-                let exhausted = charged.and_then(|c| c.exhausted);
-                state.run_mut(milestone_id).tactical_calls = attempt;
-                // The ladder judges a repair proposal: new ones are executed, repeats escalate.
-                let verdict = match (&fp, ask.repair_level()) {
-                    (Some(fp), Some(level)) => {
-                        state.ladder.propose(milestone_id, level, fp.clone(), &limits)
-                    }
-                    (Some(fp), None) => {
-                        state.ladder.record_steps(milestone_id, fp.clone());
-                        ProposalVerdict::Accept
-                    }
-                    (None, _) => ProposalVerdict::Accept,
-                };
-                let outcome = match (&parsed, fp.map(|f| f.0)) {
-                    (Err(reason), _) => {
-                        if !transient {
-                            state.metrics.step_lists_invalid += 1;
-                            state.metrics.planner_failures += 1;
-                        }
-                        record.push(
-                            STEPS_REFUSED,
-                            json!({"milestone": milestone_id, "attempt": attempt, "errors": reason}),
-                        );
-                        None
-                    }
-                    (Ok(_), Some(fp)) if verdict != ProposalVerdict::Accept => {
-                        let to = match verdict {
-                            ProposalVerdict::Escalate { to } => Level::of(to),
-                            _ => Level::GiveUp,
-                        };
-                        record.push(
-                            STEPS_REFUSED,
-                            json!({"milestone": milestone_id, "attempt": attempt,
-                                   "repeated_fingerprint": fp, "level": ask.level(),
-                                   "escalate_to": to}),
-                        );
-                        Some(Planned::Repeated { fingerprint: fp, to })
-                    }
-                    (Ok(steps), Some(fp)) => {
-                        attach(state, milestone_id, ask, failure, steps.clone());
-                        record.push(
-                            STEPS_PLANNED,
-                            json!({"milestone": milestone_id, "attempt": attempt,
-                                   "level": ask.level(), "fingerprint": fp,
-                                   "steps": steps}),
-                        );
-                        if let Some(level) = ask.level() {
-                            record.plan_version =
-                                Some((level.to_string(), failure.and_then(|f| f.seq)));
-                        }
-                        Some(Planned::Steps { fingerprint: fp })
-                    }
-                    (Ok(_), None) => None,
-                };
-                let outcome = match exhausted {
-                    Some(unit) => Some(Planned::Exhausted { unit }),
-                    None => outcome,
-                };
-                Ok((record, outcome))
-            })
+            .record(|state| commit(state, proposal, &asked, &limits))
             .await?;
         if let Some(outcome) = outcome {
             return Ok(outcome);
@@ -242,11 +164,174 @@ pub async fn plan_steps(
     })
 }
 
+/// The tactical prompt's input: one milestone, its budget left, its dependencies' artifacts,
+/// its tools' schemas and, on repair, what failed.
+fn input(
+    cx: &Attempt,
+    request: &Request<'_>,
+    snapshot: &TaskState,
+    milestone: &Milestone,
+) -> Value {
+    let milestone_id = request.milestone_id;
+    let run = snapshot.runs.get(milestone_id).cloned().unwrap_or_default();
+    let dependency_artifacts: serde_json::Map<String, Value> = milestone
+        .depends_on
+        .iter()
+        .filter_map(|dep| {
+            snapshot
+                .artifacts
+                .get(dep)
+                .map(|a| (dep.clone(), brief(&json!(a), 6000)))
+        })
+        .collect();
+    let remaining = snapshot
+        .ledger
+        .as_ref()
+        .map(|l| ledger::remaining(l, milestone_id))
+        .unwrap_or_default();
+    json!({
+        "goal": cx.task().goal,
+        "milestone": {"id": milestone.id, "title": milestone.title,
+                      "outcome": milestone.outcome, "accept": milestone.accept},
+        "remaining_budget": remaining,
+        "dependency_artifacts": dependency_artifacts,
+        "tools": cx.tool_schemas(&milestone.tools),
+        "repair": request.ask.repair_level(),
+        "failure": request.failure,
+        "current_steps": milestone.steps,
+        "observations": run.observations.iter().rev().take(12).collect::<Vec<_>>(),
+        "validation_errors": request.errors,
+    })
+}
+
+/// Reads and validates a step list from the model's answer; `Err` is the feedback for a re-ask.
+fn parse(asked: &Asked, milestone: &Milestone) -> Result<Vec<Step>, String> {
+    let reply = asked
+        .reply
+        .as_ref()
+        .map_err(|error| error.message.clone())?;
+    let steps = serde_json::from_value::<StepList>(reply.value.clone())
+        .map(|list| list.steps)
+        .map_err(|error| format!("not a step list: {error}"))?;
+    match validate_steps(&steps, milestone, &PlanLimits::default()) {
+        Ok(()) => Ok(steps),
+        Err(mut errors) => {
+            // A tool outside the milestone's list is the executor's to refuse (and count as
+            // drift), not a malformed proposal.
+            errors.retain(|e| !matches!(e, StepError::ToolNotAllowed { .. }));
+            if errors.is_empty() {
+                Ok(steps)
+            } else {
+                Err(feedback(&errors, 8))
+            }
+        }
+    }
+}
+
+/// Commits one tactical call: its charge, the ladder's verdict on the proposal, and the steps
+/// attached or refused. `Some` ends the asking.
+fn commit(
+    state: &mut TaskState,
+    proposal: Proposal<'_>,
+    asked: &Asked,
+    limits: &RepairLimits,
+) -> Result<(Record, Option<Planned>), Halt> {
+    let milestone_id = proposal.request.milestone_id;
+    let mut record = Record::default();
+    let charged = ledger::charge(
+        state,
+        Some(milestone_id),
+        asked.spend,
+        "tactical",
+        &mut record,
+    )?;
+    let exhausted = charged.and_then(|c| c.exhausted);
+    state.run_mut(milestone_id).tactical_calls = proposal.attempt;
+    // The ladder judges a repair proposal: new ones are executed, repeats escalate.
+    let verdict = match (&proposal.fingerprint, proposal.request.ask.repair_level()) {
+        (Some(fp), Some(level)) => state
+            .ladder
+            .propose(milestone_id, level, fp.clone(), limits),
+        (Some(fp), None) => {
+            state.ladder.record_steps(milestone_id, fp.clone());
+            ProposalVerdict::Accept
+        }
+        (None, _) => ProposalVerdict::Accept,
+    };
+    let outcome = settle(state, &proposal, verdict, &mut record);
+    let outcome = match exhausted {
+        Some(unit) => Some(Planned::Exhausted { unit }),
+        None => outcome,
+    };
+    Ok((record, outcome))
+}
+
+/// What the verdict on a proposal means: refused (re-ask), repeated (escalate) or attached.
+fn settle(
+    state: &mut TaskState,
+    proposal: &Proposal<'_>,
+    verdict: ProposalVerdict,
+    record: &mut Record,
+) -> Option<Planned> {
+    let Request {
+        milestone_id,
+        ask,
+        failure,
+        ..
+    } = proposal.request;
+    let attempt = proposal.attempt;
+    let level = ask.repair_level();
+    match (proposal.parsed, proposal.fingerprint.clone().map(|f| f.0)) {
+        (Err(reason), _) => {
+            if !proposal.transient {
+                state.metrics.step_lists_invalid += 1;
+                state.metrics.planner_failures += 1;
+            }
+            record.push(
+                STEPS_REFUSED,
+                json!({"milestone": milestone_id, "attempt": attempt, "errors": reason}),
+            );
+            None
+        }
+        (Ok(_), Some(fp)) if verdict != ProposalVerdict::Accept => {
+            let to = match verdict {
+                ProposalVerdict::Escalate { to } => Some(to),
+                _ => None,
+            };
+            record.push(
+                STEPS_REFUSED,
+                json!({"milestone": milestone_id, "attempt": attempt,
+                       "repeated_fingerprint": fp, "level": level,
+                       "escalate_to": rung_name(to)}),
+            );
+            Some(Planned::Repeated {
+                fingerprint: fp,
+                to,
+            })
+        }
+        (Ok(steps), Some(fp)) => {
+            attach(state, milestone_id, ask, failure, steps.clone());
+            record.push(
+                STEPS_PLANNED,
+                json!({"milestone": milestone_id, "attempt": attempt,
+                       "level": level, "fingerprint": fp,
+                       "steps": steps}),
+            );
+            if let Some(level) = level {
+                record.plan_version =
+                    Some((level.as_str().to_string(), failure.and_then(|f| f.seq)));
+            }
+            Some(Planned::Steps { fingerprint: fp })
+        }
+        (Ok(_), None) => None,
+    }
+}
+
 /// Attaches a step list: L1 keeps the steps before the failing one and replaces the rest;
 /// the initial list and L2 replace everything. A new generation keeps idempotency keys of
 /// re-planned steps apart from earlier ones.
 fn attach(
-    state: &mut crate::engine::runtime::checkpoint::TaskState,
+    state: &mut TaskState,
     milestone_id: &str,
     ask: Ask,
     failure: Option<&Failure>,
