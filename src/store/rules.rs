@@ -2,9 +2,12 @@
 //!
 //! A backend decides *how* to read and write rows; these functions decide *what* a write means:
 //! the status and timestamps a [`Change`] implies, which tasks a cancel may touch and the event
-//! it records, how a replayed idempotency key is answered, how a page size is bounded, and which
-//! wake-up hints follow a write. Both `postgres/` and `sqlite/` call them, so the conformance
-//! suite checks one rule rather than two copies of it.
+//! it records, how a replayed idempotency key is answered, how a page size is bounded, which
+//! wake-up hints follow a write, and how stored status and strategy names are decoded. Both
+//! `postgres/` and `sqlite/` call them, so the conformance suite checks one rule rather than two
+//! copies of it.
+
+use std::ops::ControlFlow;
 
 use serde_json::{Value, json};
 
@@ -12,7 +15,7 @@ use super::{
     CancelOutcome, Change, Commit, Created, IdempotencyClaim, LeaseStatus, StoreError, Wakeup,
 };
 use crate::domain::event::kinds;
-use crate::domain::task::{Task, TaskId, TaskStatus};
+use crate::domain::task::{Strategy, Task, TaskId, TaskStatus};
 
 /// What a fenced commit does to the task row, beyond inserting the change's own rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,13 +72,16 @@ impl CommitEffect {
 
 /// What cancel may touch: a missing task is [`CancelOutcome::NotFound`], a task that already
 /// ended is [`CancelOutcome::AlreadyTerminal`] (nothing is written); a queued or running task
-/// comes back to be cancelled. The backend's write then sets `cancelled`, `finished_at`, clears
-/// the lease and bumps the fence, so a running worker's next write is `LeaseLost`.
-pub(crate) fn cancellable(current: Option<Task>) -> Result<Task, CancelOutcome> {
+/// comes back (`Continue`) to be cancelled; otherwise the cancel stops (`Break`) with its
+/// outcome. The backend's write then sets `cancelled`, `finished_at`, clears the lease and bumps
+/// the fence, so a running worker's next write is `LeaseLost`.
+pub(crate) fn cancellable(current: Option<Task>) -> ControlFlow<CancelOutcome, Task> {
     match current {
-        None => Err(CancelOutcome::NotFound),
-        Some(task) if task.status.is_terminal() => Err(CancelOutcome::AlreadyTerminal(task)),
-        Some(task) => Ok(task),
+        None => ControlFlow::Break(CancelOutcome::NotFound),
+        Some(task) if task.status.is_terminal() => {
+            ControlFlow::Break(CancelOutcome::AlreadyTerminal(task))
+        }
+        Some(task) => ControlFlow::Continue(task),
     }
 }
 
@@ -148,6 +154,16 @@ pub(crate) fn lease_status(rows_affected: u64) -> LeaseStatus {
     } else {
         LeaseStatus::Lost
     }
+}
+
+/// A stored status name, or [`StoreError::Corrupt`]: the table's text is never trusted blindly.
+pub(crate) fn stored_status(text: &str) -> Result<TaskStatus, StoreError> {
+    TaskStatus::parse(text).ok_or_else(|| StoreError::Corrupt(format!("unknown status {text:?}")))
+}
+
+/// A stored strategy name, or [`StoreError::Corrupt`].
+pub(crate) fn stored_strategy(text: &str) -> Result<Strategy, StoreError> {
+    Strategy::parse(text).ok_or_else(|| StoreError::Corrupt(format!("unknown strategy {text:?}")))
 }
 
 #[cfg(test)]

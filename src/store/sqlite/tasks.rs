@@ -1,6 +1,8 @@
 //! Task life-cycle writes that do not need a lease: create (with client idempotency), cancel,
 //! and the task reads the API serves.
 
+use std::ops::ControlFlow;
+
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use sqlx::{Row, SqliteConnection};
@@ -205,8 +207,8 @@ impl SqliteStore {
         .fetch_optional(&mut *tx)
         .await?;
         let current = match rules::cancellable(current.as_ref().map(task_from_row).transpose()?) {
-            Ok(current) => current,
-            Err(outcome) => return Ok(outcome),
+            ControlFlow::Continue(current) => current,
+            ControlFlow::Break(outcome) => return Ok(outcome),
         };
         // Bumping the fence and clearing the lease makes a running worker's next write LeaseLost.
         let row = sqlx::query(concat!(
