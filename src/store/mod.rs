@@ -11,6 +11,12 @@
 //! - after commit the store publishes a [`Wakeup`] hint (Postgres: `NOTIFY`, reaching every
 //!   replica; SQLite: in-process). Hints may be dropped: readers re-read rows after the last
 //!   `seq` they saw.
+//!
+//! Each backend is laid out the same way (`tasks`, `lease`, `commit`, `history`, `rows`,
+//! `schema`, and `mod` holding the [`Store`] impl that delegates to them); the rules that do not
+//! depend on SQL (what a commit implies for the task's status, what cancel may do, idempotency
+//! replay, page bounds, which hints follow a write) live once in `rules`, and the embedded
+//! migration list is turned into a migrator once in `migrations`.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
@@ -22,7 +28,9 @@ use utoipa::ToSchema;
 use crate::domain::event::{Event, NewEvent};
 use crate::domain::task::{Lease, NewTask, Task, TaskId, TaskStatus};
 
+mod migrations;
 pub mod postgres;
+mod rules;
 pub mod sqlite;
 
 /// Failures of the store itself. Lost leases and idempotency conflicts are outcomes the caller

@@ -13,7 +13,8 @@ use serde_json::Value;
 use sqlx::{PgPool, Row};
 
 use super::outbox::Outbox;
-use crate::domain::task::{Lease, TaskStatus};
+use crate::domain::task::Lease;
+use crate::store::rules::CommitEffect;
 use crate::store::{Change, Commit, StoreError};
 
 const COMMIT: &str = "\
@@ -55,13 +56,7 @@ pub(super) async fn commit(
     change: Change,
     now: DateTime<Utc>,
 ) -> Result<Commit, StoreError> {
-    // A task without a lease cannot be running: releasing without a new status requeues it.
-    let status = match change.status {
-        Some(TaskStatus::Running) | None if change.release => TaskStatus::Queued,
-        Some(status) => status,
-        None => TaskStatus::Running,
-    };
-    let keeps_lease = status == TaskStatus::Running;
+    let effect = CommitEffect::of(&change);
     let count = i64::try_from(change.events.len())
         .map_err(|_| StoreError::Corrupt("too many events in one change".to_string()))?;
     let columns = Columns::from(change.events, change.ledger, change.artifacts);
@@ -71,11 +66,11 @@ pub(super) async fn commit(
         .bind(lease.task_id)
         .bind(&lease.worker_id)
         .bind(lease.fence)
-        .bind(status.as_str())
+        .bind(effect.status.as_str())
         .bind(count)
         .bind(now)
-        .bind(status.is_terminal())
-        .bind(keeps_lease)
+        .bind(effect.sets_finished_at())
+        .bind(effect.keeps_lease())
         .bind(change.result)
         .bind(change.state)
         .bind(plan.as_ref().map(|plan| plan.version))
@@ -97,16 +92,8 @@ pub(super) async fn commit(
         return Ok(Commit::LeaseLost);
     };
     let last_seq: i64 = row.try_get("last_seq")?;
-    if count > 0 {
-        hints.events(lease.task_id, last_seq);
-    }
-    if status == TaskStatus::Queued {
-        hints.runnable();
-    }
-    Ok(Commit::Applied {
-        first_seq: last_seq - count + 1,
-        last_seq,
-    })
+    hints.publish(effect.wakeups(lease.task_id, last_seq, count));
+    Ok(CommitEffect::applied(last_seq, count))
 }
 
 /// A change's rows turned inside out: one array per column, as `UNNEST` wants them.

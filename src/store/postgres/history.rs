@@ -7,6 +7,7 @@ use sqlx::PgPool;
 use super::rows;
 use crate::domain::event::Event;
 use crate::domain::task::TaskId;
+use crate::store::rules;
 use crate::store::{
     Artifact, LedgerEntry, NewToolReceipt, PlanVersionRecord, StoreError, ToolReceipt,
 };
@@ -17,9 +18,9 @@ pub(super) async fn events(
     after_seq: i64,
     limit: i64,
 ) -> Result<Vec<Event>, StoreError> {
-    if limit <= 0 {
+    let Some(limit) = rules::page_limit(limit) else {
         return Ok(Vec::new());
-    }
+    };
     sqlx::query(
         "SELECT task_id, seq, kind, data, created_at FROM events \
          WHERE task_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",

@@ -12,6 +12,7 @@ use super::outbox::Outbox;
 use super::rows::{self, task_columns};
 use crate::domain::event::kinds;
 use crate::domain::task::{Lease, TaskId};
+use crate::store::rules;
 use crate::store::{Claimed, LeaseStatus, StoreError};
 
 pub(super) async fn claim(
@@ -81,11 +82,7 @@ pub(super) async fn heartbeat(
     .execute(pool)
     .await?
     .rows_affected();
-    Ok(if updated == 1 {
-        LeaseStatus::Held
-    } else {
-        LeaseStatus::Lost
-    })
+    Ok(rules::lease_status(updated))
 }
 
 /// Requeues every running task whose lease ended before `now`. The fence is left as is: the

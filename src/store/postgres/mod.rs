@@ -6,10 +6,17 @@
 //! each other's writes through `NOTIFY`, sent after commit ([`outbox`]) and heard by a
 //! `LISTEN`ing connection ([`notify`]), as hints only.
 //!
-//! Layout: [`schema`] embeds the migrations, [`tasks`] serves the API's task rows, [`lease`]
-//! claims, heartbeats and reaps, [`commit`] applies fenced changes, [`history`] reads the
-//! append-only tables, [`rows`] maps rows to domain types. Every statement is a static string
+//! Layout, mirroring `sqlite/` file for file: [`schema`] embeds the migrations, [`tasks`]
+//! serves the API's task rows (create with idempotency, get, list, cancel), [`lease`] claims,
+//! heartbeats and reaps, [`commit`] applies fenced changes, [`history`] reads the append-only
+//! tables and receipts, [`rows`] maps rows to domain types. The rules both backends share (what a
+//! commit implies for the task's status, what cancel may do, idempotency replay, page bounds,
+//! which hints follow a write) live in `crate::store::rules`. Every statement is a static string
 //! with bound parameters; every time comes from the caller.
+//!
+//! Postgres-only: [`notify`] and [`outbox`]. Replicas are separate processes, so hints have to
+//! travel through the database (`NOTIFY` after commit, a `LISTEN`ing connection); SQLite is
+//! single-node and its hints stay in an in-process channel, so it has no counterpart.
 
 use std::sync::Arc;
 use std::time::Duration as StdDuration;

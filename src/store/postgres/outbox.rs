@@ -24,6 +24,7 @@ use tokio::task::JoinHandle;
 
 use super::notify::{EVENTS_CHANNEL, TASKS_CHANNEL};
 use crate::domain::task::TaskId;
+use crate::store::Wakeup;
 
 #[derive(Debug, Default)]
 struct Pending {
@@ -50,6 +51,16 @@ impl Outbox {
     /// A task became claimable.
     pub(super) fn runnable(&self) {
         self.with_pending(|pending| pending.runnable = true);
+    }
+
+    /// Records each hint a write implies (see `crate::store::rules`), in order.
+    pub(super) fn publish(&self, wakeups: Vec<Wakeup>) {
+        for wakeup in wakeups {
+            match wakeup {
+                Wakeup::Events { task_id, last_seq } => self.events(task_id, last_seq),
+                Wakeup::TaskRunnable => self.runnable(),
+            }
+        }
     }
 
     fn with_pending(&self, change: impl FnOnce(&mut Pending)) {

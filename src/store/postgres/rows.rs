@@ -8,7 +8,8 @@ use sqlx::Row;
 use sqlx::postgres::PgRow;
 
 use crate::domain::event::Event;
-use crate::domain::task::{Budget, Strategy, Task, TaskStatus};
+use crate::domain::task::{Budget, Task};
+use crate::store::rules;
 use crate::store::{Artifact, LedgerEntry, PlanVersionRecord, StoreError, ToolReceipt};
 
 /// The columns [`task`] reads, for `SELECT` and `RETURNING` lists. A macro rather than a
@@ -30,15 +31,14 @@ pub(super) fn task(row: &PgRow) -> Result<Task, StoreError> {
         id: row.try_get("id")?,
         tenant_id: row.try_get("tenant_id")?,
         goal: row.try_get("goal")?,
-        strategy: Strategy::parse(&strategy)
-            .ok_or_else(|| StoreError::Corrupt(format!("unknown strategy {strategy:?}")))?,
+        strategy: rules::stored_strategy(&strategy)?,
         budget: Budget {
             tokens: unsigned(row.try_get("budget_tokens")?, "budget_tokens")?,
             tool_calls: unsigned(row.try_get("budget_tool_calls")?, "budget_tool_calls")?,
             wall_ms: unsigned(row.try_get("budget_wall_ms")?, "budget_wall_ms")?,
         },
         metadata: row.try_get("metadata")?,
-        status: status_of(&status)?,
+        status: rules::stored_status(&status)?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
         started_at: row.try_get("started_at")?,
@@ -48,10 +48,6 @@ pub(super) fn task(row: &PgRow) -> Result<Task, StoreError> {
         attempts: row.try_get("attempts")?,
         last_seq: row.try_get("last_seq")?,
     })
-}
-
-pub(super) fn status_of(text: &str) -> Result<TaskStatus, StoreError> {
-    TaskStatus::parse(text).ok_or_else(|| StoreError::Corrupt(format!("unknown status {text:?}")))
 }
 
 fn unsigned(value: i64, column: &str) -> Result<u64, StoreError> {

@@ -5,33 +5,19 @@
 //! `macros` feature, which would slow every build). sqlx records each applied version with its
 //! checksum and takes an advisory lock, so replicas starting together migrate once.
 
-use std::borrow::Cow;
+use sqlx::migrate::Migrator;
 
-use sqlx::SqlSafeStr;
-use sqlx::migrate::{Migration, MigrationType, Migrator};
+use crate::store::migrations::{self, Embedded};
 
 /// `(version, description, sql)`, in order. Append new files here; never edit an applied one.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
+const MIGRATIONS: Embedded = &[(
     1,
     "initial",
     include_str!("../../../migrations/postgres/0001_initial.sql"),
 )];
 
 pub(super) fn migrator() -> Migrator {
-    Migrator::with_migrations(
-        MIGRATIONS
-            .iter()
-            .map(|&(version, description, sql)| {
-                Migration::new(
-                    version,
-                    Cow::Borrowed(description),
-                    MigrationType::Simple,
-                    sql.into_sql_str(),
-                    false,
-                )
-            })
-            .collect(),
-    )
+    migrations::migrator(MIGRATIONS)
 }
 
 #[cfg(test)]

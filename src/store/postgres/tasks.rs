@@ -1,5 +1,7 @@
 //! Task rows as the API sees them: create (with idempotency), read, list, cancel.
 
+use std::ops::ControlFlow;
+
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use sqlx::{PgExecutor, PgPool, Row};
@@ -8,6 +10,7 @@ use super::outbox::Outbox;
 use super::rows::{self, task_columns};
 use crate::domain::event::kinds;
 use crate::domain::task::{NewTask, Task, TaskId};
+use crate::store::rules;
 use crate::store::{CancelOutcome, Created, IdempotencyClaim, StoreError, TaskQuery};
 
 /// Sorts above every UUID: the keyset cursor of a first page, so one statement (and one index
@@ -24,11 +27,8 @@ pub(super) async fn create(
     let Some(claim) = idempotency else {
         // One statement, its own transaction: the common path is one round trip.
         let task = insert_task(pool, &new, now).await?;
-        announce(hints, &task);
-        return Ok(Created {
-            task,
-            created: true,
-        });
+        hints.publish(rules::created_wakeups(&task));
+        return Ok(rules::created(task));
     };
     let mut tx = pool.begin().await?;
     let task = insert_task(&mut *tx, &new, now).await?;
@@ -53,16 +53,8 @@ pub(super) async fn create(
         return replay(pool, &new.tenant_id, &claim).await;
     }
     tx.commit().await?;
-    announce(hints, &task);
-    Ok(Created {
-        task,
-        created: true,
-    })
-}
-
-fn announce(hints: &Outbox, task: &Task) {
-    hints.events(task.id, task.last_seq);
-    hints.runnable();
+    hints.publish(rules::created_wakeups(&task));
+    Ok(rules::created(task))
 }
 
 /// Inserts the queued task and its `task.created` event (seq 1).
@@ -126,18 +118,11 @@ async fn replay(
     })?;
     let request_hash: String = row.try_get("request_hash")?;
     let task_id: TaskId = row.try_get("task_id")?;
-    if request_hash != claim.request_hash {
-        return Err(StoreError::IdempotencyConflict {
-            existing_task: task_id,
-        });
-    }
+    rules::check_replay(&request_hash, claim, task_id)?;
     let task = get(pool, tenant_id, task_id).await?.ok_or_else(|| {
         StoreError::Corrupt(format!("idempotency key points at missing task {task_id}"))
     })?;
-    Ok(Created {
-        task,
-        created: false,
-    })
+    Ok(rules::replayed(task))
 }
 
 pub(super) async fn get(
@@ -162,9 +147,9 @@ pub(super) async fn list(
     tenant_id: &str,
     query: &TaskQuery,
 ) -> Result<Vec<Task>, StoreError> {
-    if query.limit <= 0 {
+    let Some(limit) = rules::page_limit(query.limit) else {
         return Ok(Vec::new());
-    }
+    };
     let before = query.before.unwrap_or(MAX_UUID);
     let found = match query.status {
         None => {
@@ -175,7 +160,7 @@ pub(super) async fn list(
             ))
             .bind(tenant_id)
             .bind(before)
-            .bind(query.limit)
+            .bind(limit)
             .fetch_all(pool)
             .await?
         }
@@ -188,7 +173,7 @@ pub(super) async fn list(
             ))
             .bind(tenant_id)
             .bind(before)
-            .bind(query.limit)
+            .bind(limit)
             .bind(status.as_str())
             .fetch_all(pool)
             .await?
@@ -214,12 +199,10 @@ pub(super) async fn cancel(
     .bind(id)
     .fetch_optional(&mut *tx)
     .await?;
-    let Some(current) = current.as_ref().map(rows::task).transpose()? else {
-        return Ok(CancelOutcome::NotFound);
+    let current = match rules::cancellable(current.as_ref().map(rows::task).transpose()?) {
+        ControlFlow::Continue(current) => current,
+        ControlFlow::Break(outcome) => return Ok(outcome),
     };
-    if current.status.is_terminal() {
-        return Ok(CancelOutcome::AlreadyTerminal(current));
-    }
     // Bumping the fence (and clearing the lease) makes the running worker's next write
     // come back as LeaseLost.
     let row = sqlx::query(concat!(
@@ -238,12 +221,12 @@ pub(super) async fn cancel(
     )
     .bind(id)
     .bind(task.last_seq)
-    .bind(kinds::TASK_CANCELLED)
-    .bind(json!({ "previous_status": current.status }))
+    .bind(rules::CANCELLED_EVENT)
+    .bind(rules::cancelled_event(current.status))
     .bind(now)
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
-    hints.events(id, task.last_seq);
+    hints.publish(rules::cancelled_wakeups(&task));
     Ok(CancelOutcome::Cancelled(task))
 }

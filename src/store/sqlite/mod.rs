@@ -13,20 +13,23 @@
 //!   `FOR UPDATE SKIP LOCKED`.
 //! - Wake-ups go to an in-process broadcast channel: there are no other replicas to reach.
 //!
-//! The encoding of times, uuids and JSON lives in `codec`; task life-cycle writes in `tasks`;
-//! lease writes (claim, heartbeat, fenced commit, reaper) in `lease`; plain reads in `reads`.
+//! Layout, mirroring `postgres/` file for file: [`schema`] embeds the migrations, [`tasks`]
+//! serves the API's task rows (create with idempotency, get, list, cancel), [`lease`] claims,
+//! heartbeats and reaps, [`commit`] applies fenced changes, [`history`] appends events and reads
+//! the append-only tables and receipts, [`rows`] maps rows to domain types (and is the only place
+//! that knows SQLite's encoding of times, uuids and JSON). The rules both backends share live in
+//! `crate::store::rules`. No file is SQLite-only; Postgres's `notify` and `outbox` have no
+//! counterpart here because hints stay in-process (see [`SqliteStore::publish`]).
 
-use std::borrow::Cow;
 use std::path::Path;
 use std::time::Duration as StdDuration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
-use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::{SqlSafeStr, Sqlite, Transaction};
+use sqlx::{Sqlite, Transaction};
 use tokio::sync::broadcast;
 
 use super::{
@@ -37,9 +40,11 @@ use super::{
 use crate::domain::event::Event;
 use crate::domain::task::{Lease, NewTask, Task, TaskId};
 
-mod codec;
+mod commit;
+mod history;
 mod lease;
-mod reads;
+mod rows;
+mod schema;
 mod tasks;
 
 /// How long a writer waits for the write lock before giving up with `SQLITE_BUSY`.
@@ -89,24 +94,13 @@ impl SqliteStore {
     fn publish(&self, wakeup: Wakeup) {
         let _ = self.wakeups.send(wakeup);
     }
-}
 
-/// The SQLite migrations, embedded in the binary (sqlx's `migrate!` macro is not available).
-fn migrator() -> Migrator {
-    let migration = |version: i64, description: &'static str, sql: &'static str| {
-        Migration::new(
-            version,
-            Cow::Borrowed(description),
-            MigrationType::Simple,
-            sql.into_sql_str(),
-            false,
-        )
-    };
-    Migrator::with_migrations(vec![migration(
-        1,
-        "initial",
-        include_str!("../../../migrations/sqlite/0001_initial.sql"),
-    )])
+    /// Sends each hint a write implies (see `crate::store::rules`), in order.
+    fn publish_all(&self, wakeups: Vec<Wakeup>) {
+        for wakeup in wakeups {
+            self.publish(wakeup);
+        }
+    }
 }
 
 #[async_trait]
@@ -116,7 +110,7 @@ impl Store for SqliteStore {
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
-        migrator().run(&self.pool).await?;
+        schema::migrator().run(&self.pool).await?;
         Ok(())
     }
 

@@ -1,38 +1,19 @@
 //! Task life-cycle writes that do not need a lease: create (with client idempotency), cancel,
-//! and the task reads the API serves. Also the one helper every writer uses to append events.
+//! and the task reads the API serves.
+
+use std::ops::ControlFlow;
 
 use chrono::{DateTime, Utc};
-use serde_json::{Value, json};
+use serde_json::json;
 use sqlx::{Row, SqliteConnection};
 
 use super::SqliteStore;
-use super::codec::{self, id_text, millis, task_columns, task_from_row};
+use super::history::append_event;
+use super::rows::{self, id_text, millis, task_columns, task_from_row};
 use crate::domain::event::kinds;
 use crate::domain::task::{NewTask, Task, TaskId};
-use crate::store::{CancelOutcome, Created, IdempotencyClaim, StoreError, TaskQuery, Wakeup};
-
-/// Appends one event row. The caller has already advanced `tasks.last_seq` to `seq` in the same
-/// transaction, which is what keeps per-task seqs dense and ordered.
-pub(super) async fn append_event(
-    conn: &mut SqliteConnection,
-    task_id: &str,
-    seq: i64,
-    kind: &str,
-    data: &Value,
-    now_ms: i64,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO events (task_id, seq, kind, data, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-    )
-    .bind(task_id)
-    .bind(seq)
-    .bind(kind)
-    .bind(codec::json_text(data))
-    .bind(now_ms)
-    .execute(conn)
-    .await?;
-    Ok(())
-}
+use crate::store::rules;
+use crate::store::{CancelOutcome, Created, IdempotencyClaim, StoreError, TaskQuery};
 
 /// Reads a task by id alone (used where the caller already owns the id, e.g. a replayed key).
 async fn task_by_id(conn: &mut SqliteConnection, id: &str) -> Result<Option<Task>, StoreError> {
@@ -72,15 +53,10 @@ async fn replay_key(
     let task = task_by_id(conn, &task_id).await?.ok_or_else(|| {
         StoreError::Corrupt(format!("idempotency key points at missing task {task_id}"))
     })?;
-    if hash != claim.request_hash {
-        return Ok(Some(Err(StoreError::IdempotencyConflict {
-            existing_task: task.id,
-        })));
+    if let Err(conflict) = rules::check_replay(&hash, claim, task.id) {
+        return Ok(Some(Err(conflict)));
     }
-    Ok(Some(Ok(Created {
-        task,
-        created: false,
-    })))
+    Ok(Some(Ok(rules::replayed(task))))
 }
 
 /// The new task's row, queued, with its first event's sequence number already counted.
@@ -100,10 +76,10 @@ async fn insert_task(
     .bind(&new.tenant_id)
     .bind(&new.goal)
     .bind(new.strategy.as_str())
-    .bind(codec::budget_int("tokens", new.budget.tokens)?)
-    .bind(codec::budget_int("tool_calls", new.budget.tool_calls)?)
-    .bind(codec::budget_int("wall_ms", new.budget.wall_ms)?)
-    .bind(codec::json_text(&new.metadata))
+    .bind(rows::budget_int("tokens", new.budget.tokens)?)
+    .bind(rows::budget_int("tool_calls", new.budget.tool_calls)?)
+    .bind(rows::budget_int("wall_ms", new.budget.wall_ms)?)
+    .bind(rows::json_text(&new.metadata))
     .bind(now_ms)
     .fetch_one(&mut *conn)
     .await?;
@@ -145,15 +121,8 @@ impl SqliteStore {
         }
         tx.commit().await?;
 
-        self.publish(Wakeup::Events {
-            task_id: task.id,
-            last_seq: task.last_seq,
-        });
-        self.publish(Wakeup::TaskRunnable);
-        Ok(Created {
-            task,
-            created: true,
-        })
+        self.publish_all(rules::created_wakeups(&task));
+        Ok(rules::created(task))
     }
 
     pub(super) async fn get_task_row(
@@ -207,7 +176,8 @@ impl SqliteStore {
             ),
         };
         // A negative LIMIT means "no limit" to SQLite; the contract is "at most `limit`".
-        let mut statement = sqlx::query(sql).bind(tenant_id).bind(query.limit.max(0));
+        let limit = rules::page_limit(query.limit).unwrap_or(0);
+        let mut statement = sqlx::query(sql).bind(tenant_id).bind(limit);
         if let Some(status) = query.status {
             statement = statement.bind(status.as_str());
         }
@@ -236,12 +206,10 @@ impl SqliteStore {
         .bind(&id_text)
         .fetch_optional(&mut *tx)
         .await?;
-        let Some(current) = current.as_ref().map(task_from_row).transpose()? else {
-            return Ok(CancelOutcome::NotFound);
+        let current = match rules::cancellable(current.as_ref().map(task_from_row).transpose()?) {
+            ControlFlow::Continue(current) => current,
+            ControlFlow::Break(outcome) => return Ok(outcome),
         };
-        if current.status.is_terminal() {
-            return Ok(CancelOutcome::AlreadyTerminal(current));
-        }
         // Bumping the fence and clearing the lease makes a running worker's next write LeaseLost.
         let row = sqlx::query(concat!(
             "UPDATE tasks SET status = 'cancelled', fence = fence + 1, claimed_by = NULL, \
@@ -254,22 +222,19 @@ impl SqliteStore {
         .fetch_one(&mut *tx)
         .await?;
         let task = task_from_row(&row)?;
-        let data = json!({ "previous_status": current.status });
+        let data = rules::cancelled_event(current.status);
         append_event(
             &mut tx,
             &id_text,
             task.last_seq,
-            kinds::TASK_CANCELLED,
+            rules::CANCELLED_EVENT,
             &data,
             now_ms,
         )
         .await?;
         tx.commit().await?;
 
-        self.publish(Wakeup::Events {
-            task_id: task.id,
-            last_seq: task.last_seq,
-        });
+        self.publish_all(rules::cancelled_wakeups(&task));
         Ok(CancelOutcome::Cancelled(task))
     }
 }

@@ -1,15 +1,42 @@
-//! Reads of the append-only tables (events, plan versions, ledger, artifacts) and the tool
-//! receipts, which are write-once: the first receipt for a key wins.
+//! The append-only tables: the one helper every writer uses to append an event, the reads of
+//! events, plan versions, ledger entries and artifacts, and the tool receipts, which are
+//! write-once: the first receipt for a key wins.
 
 use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::SqliteConnection;
 
 use super::SqliteStore;
-use super::codec::{self, id_text, millis};
+use super::rows::{self, id_text, millis};
 use crate::domain::event::Event;
 use crate::domain::task::TaskId;
+use crate::store::rules;
 use crate::store::{
     Artifact, LedgerEntry, NewToolReceipt, PlanVersionRecord, StoreError, ToolReceipt,
 };
+
+/// Appends one event row. The caller has already advanced `tasks.last_seq` to `seq` in the same
+/// transaction, which is what keeps per-task seqs dense and ordered.
+pub(super) async fn append_event(
+    conn: &mut SqliteConnection,
+    task_id: &str,
+    seq: i64,
+    kind: &str,
+    data: &Value,
+    now_ms: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO events (task_id, seq, kind, data, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )
+    .bind(task_id)
+    .bind(seq)
+    .bind(kind)
+    .bind(rows::json_text(data))
+    .bind(now_ms)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
 
 impl SqliteStore {
     pub(super) async fn list_event_rows(
@@ -25,10 +52,10 @@ impl SqliteStore {
         )
         .bind(id_text(task_id))
         .bind(after_seq)
-        .bind(limit.max(0))
+        .bind(rules::page_limit(limit).unwrap_or(0))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(codec::event_from_row).collect()
+        rows.iter().map(rows::event_from_row).collect()
     }
 
     pub(super) async fn list_plan_version_rows(
@@ -42,7 +69,7 @@ impl SqliteStore {
         .bind(id_text(task_id))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(codec::plan_version_from_row).collect()
+        rows.iter().map(rows::plan_version_from_row).collect()
     }
 
     pub(super) async fn get_plan_version_row(
@@ -59,7 +86,7 @@ impl SqliteStore {
         .fetch_optional(&self.pool)
         .await?
         .as_ref()
-        .map(codec::plan_version_from_row)
+        .map(rows::plan_version_from_row)
         .transpose()
     }
 
@@ -74,7 +101,7 @@ impl SqliteStore {
         .bind(id_text(task_id))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(codec::ledger_entry_from_row).collect()
+        rows.iter().map(rows::ledger_entry_from_row).collect()
     }
 
     pub(super) async fn list_artifact_rows(
@@ -88,7 +115,7 @@ impl SqliteStore {
         .bind(id_text(task_id))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(codec::artifact_from_row).collect()
+        rows.iter().map(rows::artifact_from_row).collect()
     }
 
     pub(super) async fn get_receipt_row(
@@ -103,7 +130,7 @@ impl SqliteStore {
         .fetch_optional(&self.pool)
         .await?
         .as_ref()
-        .map(codec::receipt_from_row)
+        .map(rows::receipt_from_row)
         .transpose()
     }
 
@@ -122,7 +149,7 @@ impl SqliteStore {
         .bind(&receipt.idempotency_key)
         .bind(id_text(receipt.task_id))
         .bind(&receipt.tool)
-        .bind(codec::json_text(&receipt.response))
+        .bind(rows::json_text(&receipt.response))
         .bind(millis(now))
         .execute(&mut *tx)
         .await?;
@@ -133,7 +160,7 @@ impl SqliteStore {
         .bind(&receipt.idempotency_key)
         .fetch_one(&mut *tx)
         .await?;
-        let stored = codec::receipt_from_row(&row)?;
+        let stored = rows::receipt_from_row(&row)?;
         tx.commit().await?;
         Ok(stored)
     }

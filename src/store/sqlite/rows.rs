@@ -13,7 +13,8 @@ use sqlx::sqlite::SqliteRow;
 use uuid::Uuid;
 
 use crate::domain::event::Event;
-use crate::domain::task::{Budget, Strategy, Task, TaskStatus};
+use crate::domain::task::{Budget, Task};
+use crate::store::rules;
 use crate::store::{Artifact, LedgerEntry, PlanVersionRecord, StoreError, ToolReceipt};
 
 /// The columns [`task_from_row`] reads, in a form `concat!` can splice into static SQL.
@@ -83,15 +84,14 @@ pub(super) fn task_from_row(row: &SqliteRow) -> Result<Task, StoreError> {
         id: parse_id(&row.try_get::<String, _>("id")?)?,
         tenant_id: row.try_get("tenant_id")?,
         goal: row.try_get("goal")?,
-        strategy: Strategy::parse(&strategy)
-            .ok_or_else(|| StoreError::Corrupt(format!("unknown strategy {strategy:?}")))?,
+        strategy: rules::stored_strategy(&strategy)?,
         budget: Budget {
             tokens: budget_unit(row, "budget_tokens")?,
             tool_calls: budget_unit(row, "budget_tool_calls")?,
             wall_ms: budget_unit(row, "budget_wall_ms")?,
         },
         metadata: parse_json("metadata", &metadata)?,
-        status: parse_status(&status)?,
+        status: rules::stored_status(&status)?,
         created_at: from_millis(row.try_get("created_at")?)?,
         updated_at: from_millis(row.try_get("updated_at")?)?,
         started_at: opt_from_millis(row.try_get("started_at")?)?,
@@ -103,10 +103,6 @@ pub(super) fn task_from_row(row: &SqliteRow) -> Result<Task, StoreError> {
         attempts: small_int("attempts", row.try_get("attempts")?)?,
         last_seq: row.try_get("last_seq")?,
     })
-}
-
-pub(super) fn parse_status(text: &str) -> Result<TaskStatus, StoreError> {
-    TaskStatus::parse(text).ok_or_else(|| StoreError::Corrupt(format!("unknown status {text:?}")))
 }
 
 /// Decodes an optional JSON column (the engine checkpoint).
