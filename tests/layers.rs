@@ -225,3 +225,46 @@ fn the_guard_sees_grouped_and_inline_paths() {
     let names: Vec<&str> = found.iter().map(|(_, n)| n.as_str()).collect();
     assert_eq!(names, ["sim", "eval", "config"]);
 }
+
+/// The event catalog (`domain::event::kinds`) is the only place an event kind is defined:
+/// no other file declares a `noun.verb` string constant or formats a kind at a call site.
+#[test]
+fn event_kinds_live_only_in_the_catalog() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let catalog = src().join("domain").join("event.rs");
+    let mut offenders = Vec::new();
+    for file in files.iter().filter(|f| **f != catalog) {
+        let text = std::fs::read_to_string(file).expect("read");
+        for (number, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            let declares_kind = code.contains("const ")
+                && code.contains(": &str = \"")
+                && code
+                    .split('"')
+                    .nth(1)
+                    .is_some_and(looks_like_kind);
+            let pushes_literal = (code.starts_with("record.push(\"")
+                || code.starts_with("Record::event(\"")
+                || code.contains("NewEvent::new(\""))
+                && !file.to_string_lossy().ends_with("_tests.rs");
+            if declares_kind || pushes_literal {
+                offenders.push(format!("{}:{}: {code}", file.display(), number + 1));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "event kinds outside the catalog:\n{}",
+        offenders.join("\n")
+    );
+}
+
+/// `noun.verb`: two non-empty lower-case words joined by one dot.
+fn looks_like_kind(value: &str) -> bool {
+    let word = |w: &str| {
+        w.starts_with(|c: char| c.is_ascii_lowercase())
+            && w.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    };
+    matches!(value.split_once('.'), Some((noun, verb)) if word(noun) && word(verb))
+}

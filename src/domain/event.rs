@@ -32,19 +32,131 @@ impl NewEvent {
     }
 }
 
-/// Event kinds written by the foundation. Engine and repair kinds live beside their writers
-/// and follow the same `noun.verb` form.
+/// The event catalog: every kind cairn writes, with the fields of its `data` (the payload).
+/// SSE is public API, so a kind or a field is added here, never invented at a call site; the
+/// `catalog` test guards that no other module defines or formats an event kind.
 pub mod kinds {
+    // The task's lifecycle (store and worker pool).
+    /// `{goal, strategy, budget}`: the task was accepted (both backends write the same data).
     pub const TASK_CREATED: &str = "task.created";
+    /// `{worker_id, fence, attempt, lease_expires_at}`: a worker took the lease.
     pub const TASK_CLAIMED: &str = "task.claimed";
+    /// `{worker_id, reason}`: the lease was given back at a durable point (shutdown); the task
+    /// is queued again.
     pub const TASK_RELEASED: &str = "task.released";
+    /// `{worker_id, fence, lease_expires_at}`: the lease ran out; the reaper requeued the task.
     pub const TASK_LEASE_EXPIRED: &str = "task.lease_expired";
+    /// `{result}`: terminal; `result` is the engine's report.
     pub const TASK_SUCCEEDED: &str = "task.succeeded";
+    /// `{result}` (the engine's report) or `{reason: "engine_error", error}`: terminal.
     pub const TASK_FAILED: &str = "task.failed";
+    /// `{result}` (`{report}` from the test engine): terminal; the budget ran out, the report
+    /// says what passed and what did not.
     pub const TASK_BUDGET_EXHAUSTED: &str = "task.budget_exhausted";
+    /// `{previous_status}`: terminal; a client cancelled the task.
     pub const TASK_CANCELLED: &str = "task.cancelled";
+    /// `{step, ...}`: one step of the test-only minimal engine.
     pub const ENGINE_STEP: &str = "engine.step";
+    /// `{version}`: a plan version was written (store-level kind; the engine reports plan
+    /// versions through `plan.accepted` and `milestone.steps_planned`).
     pub const PLAN_VERSIONED: &str = "plan.versioned";
+
+    // The v2 engine.
+    /// The gate's decision record: `{route, strategy, source?, features?, reasons?, ...}`.
+    pub const GATE_DECIDED: &str = "gate.decided";
+    /// `{route, status, verified, steps_completed}`: the outcome of the gate's decision.
+    pub const GATE_OUTCOME: &str = "gate.outcome";
+    /// `{attempt, errors, proposal}`: a strategic proposal refused by validation (sent back
+    /// to the planner with the errors).
+    pub const PLAN_REFUSED: &str = "plan.refused";
+    /// `{attempt, version, reason, milestones}`: a valid plan was installed (`milestones` is
+    /// the count).
+    pub const PLAN_ACCEPTED: &str = "plan.accepted";
+    /// `{milestone, step, tool, reason, detail}`: a tool the plan relies on cannot be reached;
+    /// the strategy is replanned.
+    pub const PLAN_STALE: &str = "plan.stale";
+    /// `{milestone}`: a milestone became active.
+    pub const MILESTONE_STARTED: &str = "milestone.started";
+    /// `{milestone, attempt, level, fingerprint, steps}`: just-in-time steps were attached.
+    pub const STEPS_PLANNED: &str = "milestone.steps_planned";
+    /// `{milestone, attempt, errors}` or `{milestone, attempt, repeated_fingerprint, level,
+    /// escalate_to}`: a step list was refused.
+    pub const STEPS_REFUSED: &str = "milestone.steps_refused";
+    /// `{milestone, step, tool, ok, error, output, attempt?, generation?, artifacts?}`: one tool
+    /// call and what it answered (v2 adds the last three; the direct route and the baselines
+    /// write the first six).
+    pub const STEP_FINISHED: &str = "step.finished";
+    /// `{milestone, step, tool, reason, args?}`: a step refused by the executor contract.
+    pub const EXECUTOR_DRIFT: &str = "executor.drift";
+    /// `{milestone, decision, reason, evidence, cause, external}` after a check, or
+    /// `{milestone, decision, reason, replan_reason, executor_failure}` when a milestone
+    /// fails: the monitor's verdict.
+    pub const MONITOR_DECIDED: &str = "monitor.decided";
+    /// `{milestone, level, reason, detail, step, escalated_from, budget_pressure,
+    /// caused_by_seq}`: a rung of the repair ladder was taken.
+    pub const REPAIR_STARTED: &str = "repair.started";
+    /// `{verified, reason, attempt, evidence}`: the goal-level verifier's verdict.
+    pub const VERIFIER_DECIDED: &str = "verifier.decided";
+    /// `{round, steps, done}`: one model round of the direct act loop.
+    pub const DIRECT_ROUND: &str = "direct.round";
+
+    // The ledger: one event per movement, `{milestone, unit, amount, source}`.
+    pub const LEDGER_ALLOCATE: &str = "ledger.allocate";
+    pub const LEDGER_CHARGE: &str = "ledger.charge";
+    pub const LEDGER_GRANT: &str = "ledger.grant";
+    pub const LEDGER_RETURN: &str = "ledger.return";
+
+    // The baselines.
+    /// `{strategy, round, answered, error}` (one_shot) or `{strategy, round, move}` (reactive):
+    /// one model round of a baseline.
+    pub const STRATEGY_ROUND: &str = "strategy.round";
+    /// `{list, steps, error}`: the v1 baseline wrote a (new) full list of steps.
+    pub const V1_LIST: &str = "v1.list";
+
+    /// Every kind above.
+    pub const ALL: [&str; 30] = [
+        TASK_CREATED,
+        TASK_CLAIMED,
+        TASK_RELEASED,
+        TASK_LEASE_EXPIRED,
+        TASK_SUCCEEDED,
+        TASK_FAILED,
+        TASK_BUDGET_EXHAUSTED,
+        TASK_CANCELLED,
+        ENGINE_STEP,
+        PLAN_VERSIONED,
+        GATE_DECIDED,
+        GATE_OUTCOME,
+        PLAN_REFUSED,
+        PLAN_ACCEPTED,
+        PLAN_STALE,
+        MILESTONE_STARTED,
+        STEPS_PLANNED,
+        STEPS_REFUSED,
+        STEP_FINISHED,
+        EXECUTOR_DRIFT,
+        MONITOR_DECIDED,
+        REPAIR_STARTED,
+        VERIFIER_DECIDED,
+        DIRECT_ROUND,
+        LEDGER_ALLOCATE,
+        LEDGER_CHARGE,
+        LEDGER_GRANT,
+        LEDGER_RETURN,
+        STRATEGY_ROUND,
+        V1_LIST,
+    ];
+
+    /// The event of one ledger movement.
+    pub fn ledger(kind: super::super::ledger::MovementKind) -> &'static str {
+        use super::super::ledger::MovementKind;
+        match kind {
+            MovementKind::Allocate => LEDGER_ALLOCATE,
+            MovementKind::Charge => LEDGER_CHARGE,
+            MovementKind::Grant => LEDGER_GRANT,
+            MovementKind::Return => LEDGER_RETURN,
+        }
+    }
 
     /// Kinds after which a task never changes again: SSE streams end after one of them.
     pub const TERMINAL: [&str; 4] = [

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::domain::event::kinds;
+use crate::domain::event::kinds::STEP_FINISHED;
 use crate::domain::ledger::Unit;
 use crate::domain::settings::EngineSettings;
 use crate::domain::task::TaskStatus;
@@ -45,11 +46,6 @@ pub mod v1;
 pub use one_shot::OneShotEngine;
 pub use reactive::ReactiveEngine;
 pub use v1::V1Engine;
-
-/// Event kind of one model round of a baseline.
-pub const STRATEGY_ROUND: &str = "strategy.round";
-/// Event kind of one tool call of a baseline (the same kind v2's executor writes).
-pub const STEP_FINISHED: &str = crate::engine::v2::executor::STEP_FINISHED;
 
 /// Knobs of the baselines.
 #[derive(Debug, Clone, PartialEq)]

@@ -7,7 +7,8 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{Finish, Ports, Progress, STRATEGY_ROUND, context, exhausted, finish, stop_outcome};
+use super::{Finish, Ports, Progress, context, exhausted, finish, stop_outcome};
+use crate::domain::event::kinds::STRATEGY_ROUND;
 use crate::domain::task::TaskStatus;
 use crate::engine::runtime::checkpoint::{EngineKind, Record};
 use crate::engine::runtime::ledger;

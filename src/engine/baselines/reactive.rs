@@ -8,9 +8,8 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{
-    Finish, Ports, Progress, STRATEGY_ROUND, context, execute, exhausted, finish, stop_outcome,
-};
+use super::{Finish, Ports, Progress, context, execute, exhausted, finish, stop_outcome};
+use crate::domain::event::kinds::STRATEGY_ROUND;
 use crate::domain::task::TaskStatus;
 use crate::engine::runtime::attempt::Attempt;
 use crate::engine::runtime::checkpoint::{EngineKind, Record};

@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::{Finish, Ports, Progress, context, execute, exhausted, finish, stop_outcome};
+use crate::domain::event::kinds::V1_LIST;
 use crate::domain::task::TaskStatus;
 use crate::engine::runtime::attempt::Attempt;
 use crate::engine::runtime::checkpoint::{EngineKind, Record};
@@ -21,8 +22,6 @@ use crate::engine::runtime::ports::Purpose;
 use crate::engine::{Engine, EngineError, Halt, RunContext, RunOutcome};
 
 pub const NAME: &str = "v1";
-/// A new list was written (`data.list` is its number, 1 for the first).
-pub const V1_LIST: &str = "v1.list";
 
 const PROMPT: &str = "Write the complete numbered list of steps that achieves the goal; each \
 step is one tool call. Answer only JSON {\"steps\": [{\"id\": \"1\", \"tool\": NAME, \"args\": \

@@ -11,6 +11,7 @@
 use serde_json::json;
 
 use super::checkpoint::{Record, Spend, TaskState};
+use crate::domain::event::kinds;
 use crate::domain::ledger::{
     Ledger, LedgerError, LedgerMovement, LedgerPolicy, MovementKind, PerUnit, Unit,
 };
@@ -49,7 +50,7 @@ pub fn persist(movements: &[LedgerMovement], source: &str, record: &mut Record) 
             amount: i64::try_from(m.amount).unwrap_or(i64::MAX),
         });
         record.push(
-            &format!("ledger.{}", m.kind.as_str()),
+            kinds::ledger(m.kind),
             json!({"milestone": m.milestone_id, "unit": m.unit.as_str(),
                    "amount": m.amount, "source": source}),
         );

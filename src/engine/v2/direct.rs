@@ -10,9 +10,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::executor::{EXECUTOR_DRIFT, STEP_FINISHED, check_contract};
+use super::executor::check_contract;
 use super::report::{self, Ending};
 use super::verifier;
+use crate::domain::event::kinds;
+use crate::domain::event::kinds::{EXECUTOR_DRIFT, STEP_FINISHED};
 use crate::domain::plan::{Step, StepList};
 use crate::domain::task::TaskStatus;
 use crate::engine::Halt;
@@ -140,7 +142,7 @@ fn record_round(
         _ => {}
     }
     record.push(
-        "direct.round",
+        kinds::DIRECT_ROUND,
         json!({"round": round, "steps": steps, "done": answer.is_some()}),
     );
     state.direct = serde_json::to_value(&direct).ok();

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use crate::domain::event::kinds::{EXECUTOR_DRIFT, PLAN_STALE, STEP_FINISHED};
 use crate::domain::ledger::Unit;
 use crate::domain::plan::{Step, StepStatus};
 use crate::domain::repair::ReplanReason;
@@ -21,10 +22,6 @@ use crate::engine::runtime::checkpoint::{Failure, Record, Spend, TaskState};
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::{FailureKind, ToolCall};
 use crate::store::NewArtifact;
-
-pub const STEP_FINISHED: &str = "step.finished";
-pub const EXECUTOR_DRIFT: &str = "executor.drift";
-pub const PLAN_STALE: &str = "plan.stale";
 
 /// What happened to one step.
 #[derive(Debug, Clone, PartialEq)]

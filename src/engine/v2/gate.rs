@@ -10,6 +10,7 @@
 
 use serde_json::{Value, json};
 
+use crate::domain::event::kinds::GATE_DECIDED;
 use crate::domain::gate::{
     DirectHistory, FeatureSource, GateFeatures, GateThresholds, heuristic_features, route,
 };
@@ -20,9 +21,6 @@ use crate::engine::runtime::checkpoint::Record;
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::Purpose;
 use crate::store::TaskQuery;
-
-pub const GATE_DECIDED: &str = "gate.decided";
-pub const GATE_OUTCOME: &str = "gate.outcome";
 
 const PROMPT: &str = "Estimate, for the goal, the features of a plan-or-act decision. Answer only \
 JSON {\"est_tool_calls\": int, \"touches_writes\": bool, \"targets\": int, \"goal_kind\": string}.";

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::domain::check::{Check, CheckOutcome, ExternalResult, evaluate};
+use crate::domain::event::kinds::MONITOR_DECIDED;
 use crate::domain::ledger::Unit;
 use crate::domain::plan::{Milestone, MilestoneStatus};
 use crate::engine::Halt;
@@ -20,9 +21,6 @@ use crate::engine::runtime::checkpoint::{
 };
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::{Purpose, ToolCall};
-
-pub const MONITOR_DECIDED: &str = "monitor.decided";
-pub const MILESTONE_STARTED: &str = "milestone.started";
 
 const VERIFIER_PROMPT: &str = "You verify one acceptance condition of a milestone. Answer only \
 JSON {\"verdict\": \"pass\"|\"fail\", \"reason\": \"...\"}. Judge only from the evidence given.";

@@ -13,14 +13,13 @@
 
 use serde_json::json;
 
+use crate::domain::event::kinds::REPAIR_STARTED;
 use crate::domain::repair::{
     RepairDecision, RepairHistory, RepairLevel, RepairLimits, ReplanReason, rung_name,
 };
 use crate::engine::Halt;
 use crate::engine::runtime::attempt::Attempt;
 use crate::engine::runtime::checkpoint::{Failure, Record};
-
-pub const REPAIR_STARTED: &str = "repair.started";
 
 /// The ladder's limits from the engine's settings.
 pub fn limits(config: &super::EngineSettings) -> RepairLimits {

@@ -5,8 +5,8 @@
 
 use serde_json::{Value, json};
 
-use super::gate::GATE_OUTCOME;
 use crate::domain::event::kinds;
+use crate::domain::event::kinds::GATE_OUTCOME;
 use crate::domain::ledger::Unit;
 use crate::domain::repair::rung_name;
 use crate::domain::task::TaskStatus;

@@ -9,9 +9,10 @@
 use serde_json::json;
 
 use super::executor::{self, StepOutcome};
-use super::monitor::{self, CheckCause, MILESTONE_STARTED};
+use super::monitor::{self, CheckCause};
 use super::repair::{self, Rung};
 use super::tactical::{self, Ask, Planned};
+use crate::domain::event::kinds::MILESTONE_STARTED;
 use crate::domain::ledger::Unit;
 use crate::domain::plan::MilestoneStatus;
 use crate::domain::repair::{RepairLevel, ReplanReason};

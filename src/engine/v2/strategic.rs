@@ -10,6 +10,7 @@
 
 use serde_json::{Value, json};
 
+use crate::domain::event::kinds::{PLAN_ACCEPTED, PLAN_REFUSED};
 use crate::domain::ledger::{LedgerPolicy, PerUnit};
 use crate::domain::plan::{MilestoneStatus, Plan};
 use crate::domain::validate::{KnownTools, PlanError, carry_over, feedback, validate};
@@ -18,10 +19,6 @@ use crate::engine::runtime::attempt::{Asked, Attempt};
 use crate::engine::runtime::checkpoint::{Failure, Phase, Record, TaskState};
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::Purpose;
-
-pub const PLAN_PROPOSED: &str = "plan.proposed";
-pub const PLAN_REFUSED: &str = "plan.refused";
-pub const PLAN_ACCEPTED: &str = "plan.accepted";
 
 const PROMPT: &str = "You are the strategic planner of cairn. Cut the goal into a few milestones, \
 each a state of the world a program can check. Answer only JSON {\"milestones\": [{\"id\", \

@@ -8,6 +8,7 @@
 
 use serde_json::{Value, json};
 
+use crate::domain::event::kinds::{STEPS_PLANNED, STEPS_REFUSED};
 use crate::domain::fingerprint::{Fingerprint, of_steps};
 use crate::domain::ledger::Unit;
 use crate::domain::plan::{Milestone, Step, StepList, StepStatus};
@@ -18,9 +19,6 @@ use crate::engine::runtime::attempt::{Asked, Attempt, brief};
 use crate::engine::runtime::checkpoint::{Failure, Record, TaskState};
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::{FailureKind, Purpose};
-
-pub const STEPS_PLANNED: &str = "milestone.steps_planned";
-pub const STEPS_REFUSED: &str = "milestone.steps_refused";
 
 const PROMPT: &str = "You are the tactical planner of cairn. Write the tool-call steps for ONE \
 milestone so that its acceptance check passes. Use only the tools listed, with arguments valid \

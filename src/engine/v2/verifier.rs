@@ -7,13 +7,12 @@
 use serde_json::{Value, json};
 
 use crate::domain::check::parse_verdict;
+use crate::domain::event::kinds::VERIFIER_DECIDED;
 use crate::engine::Halt;
 use crate::engine::runtime::attempt::{Attempt, brief};
 use crate::engine::runtime::checkpoint::{Phase, Record};
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::Purpose;
-
-pub const VERIFIER_DECIDED: &str = "verifier.decided";
 
 const PROMPT: &str = "You verify whether a GOAL was achieved, independently of whether its plan \
 completed. Answer only JSON {\"verdict\": \"pass\"|\"fail\", \"reason\": \"...\"}.";

@@ -104,7 +104,7 @@ impl SqliteStore {
 
         let id = id_text(new.id);
         let task = insert_task(&mut tx, &id, &new, now_ms).await?;
-        let data = json!({ "strategy": new.strategy, "budget": new.budget });
+        let data = json!({ "goal": new.goal, "strategy": new.strategy, "budget": new.budget });
         append_event(&mut tx, &id, 1, kinds::TASK_CREATED, &data, now_ms).await?;
         if let Some(claim) = &idempotency {
             sqlx::query(
