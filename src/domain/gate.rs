@@ -126,6 +126,45 @@ pub struct GateDecision {
     pub features: GateFeatures,
 }
 
+/// What the engine records of a routing decision (the checkpoint's `gate`, the result's `gate`
+/// and the `gate.decided` event): the route, the strategy that asked, and for `auto` the rules'
+/// reasons and the features they saw. A route forced by the strategy has `source: "strategy"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateRecord {
+    pub route: Route,
+    pub strategy: super::task::Strategy,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasons: Option<Vec<GateReason>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features: Option<GateFeatures>,
+}
+
+impl GateRecord {
+    /// A route the task's strategy forced (`direct`, `v2`).
+    pub fn forced(route: Route, strategy: super::task::Strategy) -> GateRecord {
+        GateRecord {
+            route,
+            strategy,
+            source: Some("strategy".into()),
+            reasons: None,
+            features: None,
+        }
+    }
+
+    /// The rules' decision for an `auto` task.
+    pub fn decided(decision: GateDecision, strategy: super::task::Strategy) -> GateRecord {
+        GateRecord {
+            route: decision.route,
+            strategy,
+            source: None,
+            reasons: Some(decision.reasons),
+            features: Some(decision.features),
+        }
+    }
+}
+
 /// Applies the rules. Side effects and several targets are checked first and always plan.
 pub fn route(features: GateFeatures, thresholds: &GateThresholds) -> GateDecision {
     let mut reasons = Vec::new();

@@ -14,6 +14,7 @@ use serde_json::Value;
 use tokio::sync::Mutex;
 
 use crate::domain::event::NewEvent;
+use crate::domain::gate::GateRecord;
 use crate::domain::ledger::{Ledger, LedgerMovement};
 use crate::domain::plan::Plan;
 use crate::domain::repair::{RepairHistory, RepairLevel, ReplanReason};
@@ -168,7 +169,7 @@ pub struct TaskState {
     pub engine: EngineKind,
     pub phase: Phase,
     /// The gate decision record (features, reasons, route).
-    pub gate: Option<Value>,
+    pub gate: Option<GateRecord>,
     pub plan: Option<Plan>,
     pub plan_version: i32,
     pub ledger: Option<Ledger>,

@@ -12,8 +12,10 @@ use serde_json::{Value, json};
 
 use crate::domain::event::kinds::GATE_DECIDED;
 use crate::domain::gate::{
-    DirectHistory, FeatureSource, GateFeatures, GateThresholds, heuristic_features, route,
+    DirectHistory, FeatureSource, GateFeatures, GateRecord, GateThresholds, heuristic_features,
+    route,
 };
+use crate::domain::report::TaskReport;
 use crate::domain::task::{Strategy, TaskStatus};
 use crate::engine::Halt;
 use crate::engine::runtime::attempt::Attempt;
@@ -41,8 +43,8 @@ fn thresholds(config: &super::EngineSettings) -> GateThresholds {
 /// (recorded as such); `auto` asks the gate.
 pub async fn decide(cx: &Attempt) -> Result<Route, Halt> {
     let task = cx.task().clone();
-    let (route, record_value, spend) = match task.strategy {
-        Strategy::Direct => (Route::Direct, json!({"source": "strategy"}), None),
+    let (decision, spend) = match task.strategy {
+        Strategy::Direct => (GateRecord::forced(Route::Direct, task.strategy), None),
         Strategy::Auto => {
             let asked = cx
                 .ask(Purpose::Gate, None, 1, PROMPT, json!({"goal": task.goal}))
@@ -68,18 +70,16 @@ pub async fn decide(cx: &Attempt) -> Result<Route, Halt> {
                 }
             };
             features.direct_history = Some(direct_history(cx, &features.goal_kind).await);
-            let decision = route(features, &thresholds(&cx.config));
+            let decided = route(features, &thresholds(&cx.config));
             (
-                decision.route,
-                serde_json::to_value(&decision).unwrap_or(Value::Null),
+                GateRecord::decided(decided, task.strategy),
                 Some(asked.spend),
             )
         }
-        _ => (Route::Plan, json!({"source": "strategy"}), None),
+        _ => (GateRecord::forced(Route::Plan, task.strategy), None),
     };
-    let mut decision = record_value;
-    decision["route"] = json!(route);
-    decision["strategy"] = json!(task.strategy);
+    let route = decision.route;
+    let event = serde_json::to_value(&decision).unwrap_or(Value::Null);
     cx.journal
         .record(|state| {
             let mut record = Record::default();
@@ -91,7 +91,7 @@ pub async fn decide(cx: &Attempt) -> Result<Route, Halt> {
                 Route::Direct => crate::engine::runtime::checkpoint::Phase::Direct,
                 Route::Plan => crate::engine::runtime::checkpoint::Phase::Plan,
             };
-            record.push(GATE_DECIDED, decision.clone());
+            record.push(GATE_DECIDED, event);
             Ok((record, ()))
         })
         .await?;
@@ -116,9 +116,9 @@ async fn direct_history(cx: &Attempt, kind: &str) -> DirectHistory {
         .iter()
         .filter(|t| t.status.is_terminal() && t.id != ctx.task.id)
         .filter_map(|t| t.result.as_ref())
-        .filter(|r| r.pointer("/gate/route") == Some(&Value::from("direct")))
-        .filter(|r| r.pointer("/gate/features/goal_kind") == Some(&Value::from(kind)))
-        .map(|r| r.get("status") == Some(&Value::from(TaskStatus::Succeeded.as_str())))
+        .map(|r| TaskReport::read(Some(r)))
+        .filter(|r| r.route() == Some(Route::Direct) && r.goal_kind() == Some(kind))
+        .map(|r| r.status == Some(TaskStatus::Succeeded))
         .collect();
     DirectHistory {
         successes: outcomes.iter().filter(|ok| **ok).count() as u64,

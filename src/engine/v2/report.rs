@@ -65,10 +65,7 @@ pub fn result(state: &TaskState, ending: &Ending) -> Value {
         .filter(|m| m.status == crate::domain::plan::MilestoneStatus::Done)
         .map(|m| m.id.as_str())
         .collect();
-    let mut gate = state.gate.clone().unwrap_or(Value::Null);
-    if let Value::Object(map) = &mut gate {
-        map.remove("history");
-    }
+    let gate = serde_json::to_value(&state.gate).unwrap_or(Value::Null);
     json!({
         "engine": "v2",
         "status": ending.status.as_str(),
@@ -95,7 +92,7 @@ pub async fn finish(cx: &Attempt, ending: Ending) -> Result<RunOutcome, Halt> {
             let mut record = Record::default();
             record.push(
                 GATE_OUTCOME,
-                json!({"route": state.gate.as_ref().and_then(|g| g.get("route")),
+                json!({"route": state.gate.as_ref().map(|g| g.route),
                        "status": status.as_str(), "verified": ending.verified,
                        "steps_completed": state.metrics.steps_completed}),
             );
