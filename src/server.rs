@@ -57,7 +57,7 @@ pub async fn open_migrated(config: &Config) -> Result<Arc<dyn Store>, ServeError
 }
 
 /// Runs `cairn serve` until `shutdown` resolves, then stops cleanly (see the module docs).
-/// Tasks run on the planning engine v2 (see [`crate::engine::v2::select`]).
+/// Tasks run on the engines of [`crate::wiring::engine`] (one dispatch for every strategy).
 pub async fn serve(
     config: Config,
     shutdown: impl Future<Output = ()> + Send,

@@ -240,10 +240,7 @@ fn event_kinds_live_only_in_the_catalog() {
             let code = line.trim_start();
             let declares_kind = code.contains("const ")
                 && code.contains(": &str = \"")
-                && code
-                    .split('"')
-                    .nth(1)
-                    .is_some_and(looks_like_kind);
+                && code.split('"').nth(1).is_some_and(looks_like_kind);
             let pushes_literal = (code.starts_with("record.push(\"")
                 || code.starts_with("Record::event(\"")
                 || code.contains("NewEvent::new(\""))
@@ -264,7 +261,8 @@ fn event_kinds_live_only_in_the_catalog() {
 fn looks_like_kind(value: &str) -> bool {
     let word = |w: &str| {
         w.starts_with(|c: char| c.is_ascii_lowercase())
-            && w.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            && w.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
     };
     matches!(value.split_once('.'), Some((noun, verb)) if word(noun) && word(verb))
 }

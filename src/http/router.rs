@@ -1,7 +1,7 @@
 //! Application state, the router and the server.
 //!
 //! [`router`] is the whole HTTP surface: the `/v1` resources from [`crate::http`], health and
-//! the OpenAPI document, plus the layers that keep the error policy of [`crate::error`] true
+//! the OpenAPI document, plus the layers that keep the error policy of [`super::error`] true
 //! everywhere: a body limit, problem fallbacks for unknown routes and methods, and a panic
 //! guard. [`serve`] runs it with graceful shutdown, which also ends live SSE streams (they would
 //! otherwise hold the server open forever).
