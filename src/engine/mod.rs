@@ -29,8 +29,10 @@ use crate::store::{Change, Commit, Store, StoreError};
 pub mod baselines;
 pub mod dispatch;
 pub mod minimal;
+pub mod prompts;
 pub mod rollout;
 pub mod runtime;
+pub mod schemas;
 pub mod v2;
 
 /// Why the pool asks an engine to stop. `Run` means carry on.

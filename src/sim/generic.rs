@@ -24,7 +24,9 @@ pub fn tools() -> Vec<SimTool> {
     vec![
         SimTool {
             name: "lookup".into(),
-            description: "Look something up (simulated: answers with a fixed finding).".into(),
+            description: "Look something up by a query (simulated: answers with a fixed finding). \
+                          Produces the artifact `findings`."
+                .into(),
             args_schema: json!({
                 "type": "object",
                 "required": ["query"],
@@ -41,7 +43,8 @@ pub fn tools() -> Vec<SimTool> {
         },
         SimTool {
             name: "write_note".into(),
-            description: "Write a note (simulated side effect: nothing is written anywhere)."
+            description: "Write a note with a title and a text (simulated side effect: nothing \
+                          is written anywhere). Produces the artifact `note`."
                 .into(),
             args_schema: json!({
                 "type": "object",
@@ -98,8 +101,7 @@ pub fn reply(purpose: Purpose, milestone: Option<&str>, attempt: u32, goal: &str
             Some(DIRECT) | None if attempt <= 1 => steps("direct.s1", "lookup", lookup(goal)),
             Some(DIRECT) | None => json!({
                 "done": true,
-                "answer": format!("simulated answer about: {goal}"),
-                "simulated": true
+                "answer": format!("simulated answer about: {goal}")
             }),
             Some("m2") => steps(
                 "m2.s1",

@@ -10,15 +10,14 @@ use serde_json::{Value, json};
 use super::{Finish, Ports, Progress, context, exhausted, finish, stop_outcome};
 use crate::domain::event::kinds::STRATEGY_ROUND;
 use crate::domain::task::TaskStatus;
+use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::checkpoint::{EngineKind, Record};
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::Purpose;
 use crate::engine::{Engine, EngineError, Halt, RunContext, RunOutcome};
+use crate::engine::{prompts, schemas};
 
 pub const NAME: &str = "one_shot";
-
-const PROMPT: &str = "Answer the goal in one reply, without tools. Answer only JSON \
-{\"answer\": ...}.";
 
 #[derive(Clone)]
 pub struct OneShotEngine {
@@ -47,7 +46,14 @@ async fn run(cx: &crate::engine::runtime::attempt::Attempt) -> Result<RunOutcome
     if done.rounds == 0 {
         let input = json!({"goal": cx.task().goal, "strategy": NAME});
         let asked = cx
-            .ask(Purpose::Tactical, Some(NAME), 1, PROMPT, input)
+            .ask(Question {
+                purpose: Purpose::Tactical,
+                milestone: Some(NAME),
+                attempt: 1,
+                prompt: &prompts::ONE_SHOT,
+                input,
+                schema: schemas::one_shot(),
+            })
             .await;
         let answer = match &asked.reply {
             Ok(reply) => reply.value.get("answer").cloned(),
@@ -66,6 +72,7 @@ async fn run(cx: &crate::engine::runtime::attempt::Attempt) -> Result<RunOutcome
                     STRATEGY_ROUND,
                     json!({"strategy": NAME, "round": 1, "answered": answer.is_some(), "error": error}),
                 );
+                record.prompted(&asked.prompt);
                 Ok((record, ()))
             })
             .await?;

@@ -12,16 +12,14 @@ use super::{Finish, Ports, Progress, context, execute, exhausted, finish, stop_o
 use crate::domain::event::kinds::STRATEGY_ROUND;
 use crate::domain::task::TaskStatus;
 use crate::engine::runtime::attempt::Attempt;
+use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::checkpoint::{EngineKind, Record};
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::Purpose;
 use crate::engine::{Engine, EngineError, Halt, RunContext, RunOutcome};
+use crate::engine::{prompts, schemas};
 
 pub const NAME: &str = "reactive";
-
-const PROMPT: &str = "Decide the single next action towards the goal from the observations so \
-far. Answer only JSON: {\"tool\": NAME, \"args\": {...}} to call one tool, or {\"done\": true, \
-\"answer\": ...} when the goal is achieved.";
 
 #[derive(Clone)]
 pub struct ReactiveEngine {
@@ -96,7 +94,14 @@ async fn run(cx: &Attempt, max_rounds: u32) -> Result<RunOutcome, Halt> {
                            "tools": cx.tool_schemas(&tools),
                            "observations": progress.observations});
         let asked = cx
-            .ask(Purpose::Tactical, Some(NAME), round, PROMPT, input)
+            .ask(Question {
+                purpose: Purpose::Tactical,
+                milestone: Some(NAME),
+                attempt: round,
+                prompt: &prompts::REACTIVE,
+                input,
+                schema: schemas::reactive(&cx.tool_schemas(&tools)),
+            })
             .await;
         let chosen = match &asked.reply {
             Ok(reply) => parse(&reply.value),
@@ -130,6 +135,7 @@ async fn run(cx: &Attempt, max_rounds: u32) -> Result<RunOutcome, Halt> {
                     STRATEGY_ROUND,
                     json!({"strategy": NAME, "round": round, "move": summary}),
                 );
+                record.prompted(&asked.prompt);
                 Ok((record, ()))
             })
             .await?;

@@ -16,16 +16,14 @@ use super::{Finish, Ports, Progress, context, execute, exhausted, finish, stop_o
 use crate::domain::event::kinds::V1_LIST;
 use crate::domain::task::TaskStatus;
 use crate::engine::runtime::attempt::Attempt;
+use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::checkpoint::{EngineKind, Record};
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::Purpose;
 use crate::engine::{Engine, EngineError, Halt, RunContext, RunOutcome};
+use crate::engine::{prompts, schemas};
 
 pub const NAME: &str = "v1";
-
-const PROMPT: &str = "Write the complete numbered list of steps that achieves the goal; each \
-step is one tool call. Answer only JSON {\"steps\": [{\"id\": \"1\", \"tool\": NAME, \"args\": \
-{...}}, ...]}. If a previous list failed, write a new full list.";
 
 #[derive(Clone)]
 pub struct V1Engine {
@@ -143,7 +141,14 @@ async fn write_list(cx: &Attempt, progress: &Progress, tools: &[String]) -> Resu
                        "previous_list_failed": list > 1,
                        "observations": progress.observations});
     let asked = cx
-        .ask(Purpose::Strategic, Some(NAME), list, PROMPT, input)
+        .ask(Question {
+            purpose: Purpose::Strategic,
+            milestone: Some(NAME),
+            attempt: list,
+            prompt: &prompts::V1,
+            input,
+            schema: schemas::v1(&cx.tool_schemas(tools)),
+        })
         .await;
     let steps: Vec<Value> = asked
         .reply
@@ -187,6 +192,7 @@ async fn write_list(cx: &Attempt, progress: &Progress, tools: &[String]) -> Resu
                 V1_LIST,
                 json!({"list": list, "steps": steps, "error": error}),
             );
+            record.prompted(&asked.prompt);
             Ok((record, ()))
         })
         .await?;

@@ -15,12 +15,29 @@ use super::ports::{
 };
 use crate::domain::settings::EngineSettings;
 use crate::domain::task::Task;
+use crate::engine::prompts::Prompt;
 use crate::engine::{RunOutcome, StopSignal};
 
-/// A model answer or failure, with what it cost.
+/// One question to a model: the prompt (a reviewable file, see [`crate::engine::prompts`]),
+/// the structured input, and the JSON Schema the answer must match (sent as
+/// `response_format`; every engine call carries one, see [`crate::engine::schemas`]).
+pub struct Question<'a> {
+    pub purpose: Purpose,
+    /// The milestone the call is about (`direct`, a baseline's name), if any.
+    pub milestone: Option<&'a str>,
+    /// 1-based attempt for this purpose and milestone.
+    pub attempt: u32,
+    pub prompt: &'a Prompt,
+    pub input: Value,
+    pub schema: Value,
+}
+
+/// A model answer or failure, with what it cost and the prompt version that asked.
 pub struct Asked {
     pub reply: Result<ModelReply, PortError>,
     pub spend: Spend,
+    /// [`Prompt::version`] of the prompt, recorded in the call's events.
+    pub prompt: String,
 }
 
 /// A tool answer or failure, with what it cost.
@@ -58,25 +75,19 @@ impl Attempt {
     }
 
     /// Asks a model; the spend includes the tokens of a failed call, which were still used.
-    pub async fn ask(
-        &self,
-        purpose: Purpose,
-        milestone: Option<&str>,
-        attempt: u32,
-        prompt: &str,
-        input: Value,
-    ) -> Asked {
+    pub async fn ask(&self, question: Question<'_>) -> Asked {
         let started = Instant::now();
+        let prompt = question.prompt.version();
         let reply = self
             .models
             .complete(ModelCall {
-                purpose,
+                purpose: question.purpose,
                 task_id: self.task().id,
-                milestone: milestone.map(str::to_string),
-                attempt,
-                prompt: prompt.to_string(),
-                input,
-                schema: None,
+                milestone: question.milestone.map(str::to_string),
+                attempt: question.attempt,
+                prompt: question.prompt.text.to_string(),
+                input: question.input,
+                schema: Some(question.schema),
             })
             .await;
         let tokens = match &reply {
@@ -90,7 +101,13 @@ impl Attempt {
                 tool_calls: 0,
                 wall_ms: elapsed_ms(started),
             },
+            prompt,
         }
+    }
+
+    /// Every registered tool.
+    pub fn all_specs(&self) -> Vec<&ToolSpec> {
+        self.specs.values().collect()
     }
 
     /// Calls a tool with an idempotency identity `(milestone, step, attempt)`.

@@ -246,6 +246,17 @@ impl Record {
         self.events.push(NewEvent::new(kind, data));
     }
 
+    /// Marks every event of this transition with the version of the prompt whose call it
+    /// records (`"prompt": "strategic@1a2b3c4d"`), so evaluations compare like with like.
+    pub fn prompted(&mut self, version: &str) {
+        for event in &mut self.events {
+            if let Value::Object(data) = &mut event.data {
+                data.entry("prompt")
+                    .or_insert_with(|| Value::String(version.to_string()));
+            }
+        }
+    }
+
     pub fn merge(&mut self, other: Record) {
         self.events.extend(other.events);
         self.ledger.extend(other.ledger);

@@ -19,17 +19,15 @@ use crate::domain::plan::{Step, StepList};
 use crate::domain::task::TaskStatus;
 use crate::engine::Halt;
 use crate::engine::RunOutcome;
+use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Asked, Attempt, brief};
 use crate::engine::runtime::checkpoint::{Record, TaskState};
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::{Purpose, ToolCall};
+use crate::engine::{prompts, schemas};
 
 /// The milestone id the direct path uses in model headers, keys and events.
 pub const DIRECT: &str = "direct";
-
-const PROMPT: &str = "Answer the goal directly with at most a few tool calls. Answer only JSON: \
-either {\"steps\": [{\"id\", \"tool\", \"args\"}]} to call tools, or {\"done\": true, \
-\"answer\": ...} when you can answer from the observations.";
 
 /// The act loop's checkpoint (inside the v2 state).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -98,7 +96,14 @@ async fn round(
                        "observations": direct.observations,
                        "tool_calls_left": cx.config.direct_max_tool_calls.saturating_sub(direct.tool_calls)});
     let asked = cx
-        .ask(Purpose::Tactical, Some(DIRECT), round, PROMPT, input)
+        .ask(Question {
+            purpose: Purpose::Tactical,
+            milestone: Some(DIRECT),
+            attempt: round,
+            prompt: &prompts::DIRECT,
+            input,
+            schema: schemas::direct(&cx.tool_schemas(all_tools)),
+        })
         .await;
     let reply = asked.reply.as_ref().map(|r| r.value.clone());
     let steps: Vec<Step> = reply
@@ -113,7 +118,12 @@ async fn round(
         .filter(|v| v.get("done").and_then(Value::as_bool) == Some(true))
         .map(|v| v.get("answer").cloned().unwrap_or(Value::Null));
     cx.journal
-        .record(|state| record_round(state, round, &asked, &steps, answer.as_ref()))
+        .record(|state| {
+            record_round(state, round, &asked, &steps, answer.as_ref()).map(|(mut record, out)| {
+                record.prompted(&asked.prompt);
+                (record, out)
+            })
+        })
         .await?;
     Ok(steps)
 }

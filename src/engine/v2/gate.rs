@@ -19,13 +19,12 @@ use crate::domain::report::TaskReport;
 use crate::domain::task::{Strategy, TaskStatus};
 use crate::engine::Halt;
 use crate::engine::runtime::attempt::Attempt;
+use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::checkpoint::Record;
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::Purpose;
+use crate::engine::{prompts, schemas};
 use crate::store::TaskQuery;
-
-const PROMPT: &str = "Estimate, for the goal, the features of a plan-or-act decision. Answer only \
-JSON {\"est_tool_calls\": int, \"touches_writes\": bool, \"targets\": int, \"goal_kind\": string}.";
 
 pub use crate::domain::gate::Route;
 
@@ -43,11 +42,18 @@ fn thresholds(config: &super::EngineSettings) -> GateThresholds {
 /// (recorded as such); `auto` asks the gate.
 pub async fn decide(cx: &Attempt) -> Result<Route, Halt> {
     let task = cx.task().clone();
-    let (decision, spend) = match task.strategy {
-        Strategy::Direct => (GateRecord::forced(Route::Direct, task.strategy), None),
+    let (decision, spend, prompt) = match task.strategy {
+        Strategy::Direct => (GateRecord::forced(Route::Direct, task.strategy), None, None),
         Strategy::Auto => {
             let asked = cx
-                .ask(Purpose::Gate, None, 1, PROMPT, json!({"goal": task.goal}))
+                .ask(Question {
+                    purpose: Purpose::Gate,
+                    milestone: None,
+                    attempt: 1,
+                    prompt: &prompts::GATE,
+                    input: json!({"goal": task.goal}),
+                    schema: schemas::gate(),
+                })
                 .await;
             let model = asked
                 .reply
@@ -74,9 +80,10 @@ pub async fn decide(cx: &Attempt) -> Result<Route, Halt> {
             (
                 GateRecord::decided(decided, task.strategy),
                 Some(asked.spend),
+                Some(asked.prompt),
             )
         }
-        _ => (GateRecord::forced(Route::Plan, task.strategy), None),
+        _ => (GateRecord::forced(Route::Plan, task.strategy), None, None),
     };
     let route = decision.route;
     let event = serde_json::to_value(&decision).unwrap_or(Value::Null);
@@ -92,6 +99,9 @@ pub async fn decide(cx: &Attempt) -> Result<Route, Halt> {
                 Route::Plan => crate::engine::runtime::checkpoint::Phase::Plan,
             };
             record.push(GATE_DECIDED, event);
+            if let Some(prompt) = &prompt {
+                record.prompted(prompt);
+            }
             Ok((record, ()))
         })
         .await?;

@@ -15,15 +15,14 @@ use crate::domain::event::kinds::MONITOR_DECIDED;
 use crate::domain::ledger::Unit;
 use crate::domain::plan::{Milestone, MilestoneStatus};
 use crate::engine::Halt;
+use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Attempt, brief};
 use crate::engine::runtime::checkpoint::{
     Failure, MilestoneOutcome, MilestoneRun, Record, Spend, TaskState,
 };
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::{Purpose, ToolCall};
-
-const VERIFIER_PROMPT: &str = "You verify one acceptance condition of a milestone. Answer only \
-JSON {\"verdict\": \"pass\"|\"fail\", \"reason\": \"...\"}. Judge only from the evidence given.";
+use crate::engine::{prompts, schemas};
 
 /// The result of one check evaluation.
 #[derive(Debug, Clone, PartialEq)]
@@ -168,15 +167,16 @@ async fn verifier(cx: &Attempt, subject: &Subject<'_>, prompt: &str) -> (Externa
         artifacts,
     } = subject;
     let asked = cx
-        .ask(
-            Purpose::Verifier,
-            Some(*milestone_id),
-            run.check_runs + 1,
-            VERIFIER_PROMPT,
-            json!({"condition": prompt, "milestone": milestone.title,
+        .ask(Question {
+            purpose: Purpose::Verifier,
+            milestone: Some(*milestone_id),
+            attempt: run.check_runs + 1,
+            prompt: &prompts::CHECK_VERIFIER,
+            input: json!({"condition": prompt, "milestone": milestone.title,
                    "outcome": milestone.outcome, "artifacts": brief(&json!(artifacts), 8000),
                    "observations": run.observations.iter().rev().take(8).collect::<Vec<_>>()}),
-        )
+            schema: schemas::verdict(),
+        })
         .await;
     let result = match asked.reply {
         Ok(reply) => ExternalResult::Verdict(reply.value),
@@ -255,7 +255,8 @@ fn external_summary(external: &BTreeMap<usize, ExternalResult>) -> Value {
             ExternalResult::Command(output) => {
                 json!({"leaf": index, "command": brief(output, 1000)})
             }
-            ExternalResult::Verdict(verdict) => json!({"leaf": index, "verdict": verdict}),
+            ExternalResult::Verdict(verdict) => json!({"leaf": index, "verdict": verdict,
+                                                        "prompt": prompts::CHECK_VERIFIER.version()}),
             ExternalResult::Unavailable(reason) => json!({"leaf": index, "unavailable": reason}),
         })
         .collect();

@@ -15,17 +15,12 @@ use crate::domain::ledger::{LedgerPolicy, PerUnit};
 use crate::domain::plan::{MilestoneStatus, Plan};
 use crate::domain::validate::{KnownTools, PlanError, carry_over, feedback, validate};
 use crate::engine::Halt;
+use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Asked, Attempt};
 use crate::engine::runtime::checkpoint::{Failure, Phase, Record, TaskState};
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::Purpose;
-
-const PROMPT: &str = "You are the strategic planner of cairn. Cut the goal into a few milestones, \
-each a state of the world a program can check. Answer only JSON {\"milestones\": [{\"id\", \
-\"title\", \"depends_on\", \"effort\", \"tools\", \"outcome\", \"accept\"}]}. `accept` is one of \
-{\"type\":\"artifact\",\"name\",\"non_empty\"}, {\"type\":\"schema\",\"artifact\",\"schema\"}, \
-{\"type\":\"command\",\"tool\",\"args\",\"exit_code\"}, {\"type\":\"verifier\",\"prompt\"}, \
-{\"type\":\"all\",\"checks\"}. Prefer checks a program can run. Use only the listed tools.";
+use crate::engine::{prompts, schemas};
 
 /// How strategic planning ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,7 +51,14 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
         let attempt = snapshot.strategic_calls + 1;
         let input = input(cx, &families, &snapshot, replan.as_ref(), errors.as_deref());
         let asked = cx
-            .ask(Purpose::Strategic, None, attempt, PROMPT, input)
+            .ask(Question {
+                purpose: Purpose::Strategic,
+                milestone: None,
+                attempt,
+                prompt: &prompts::STRATEGIC,
+                input,
+                schema: schemas::strategic(&cx.all_specs()),
+            })
             .await;
         let checked = check(&asked, &known, replan.as_ref(), &snapshot);
         let proposal = Proposal {
@@ -72,7 +74,12 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
         };
         let accepted = cx
             .journal
-            .record(|state| commit(state, cx, &asked, &proposal))
+            .record(|state| {
+                commit(state, cx, &asked, &proposal).map(|(mut record, out)| {
+                    record.prompted(&asked.prompt);
+                    (record, out)
+                })
+            })
             .await?
             .1;
         if accepted {

@@ -15,15 +15,12 @@ use crate::domain::plan::{Milestone, Step, StepList, StepStatus};
 use crate::domain::repair::{ProposalVerdict, RepairLevel, RepairLimits, rung_name};
 use crate::domain::validate::{PlanLimits, StepError, feedback, validate_steps};
 use crate::engine::Halt;
+use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Asked, Attempt, brief};
 use crate::engine::runtime::checkpoint::{Failure, Record, TaskState};
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::{FailureKind, Purpose};
-
-const PROMPT: &str = "You are the tactical planner of cairn. Write the tool-call steps for ONE \
-milestone so that its acceptance check passes. Use only the tools listed, with arguments valid \
-against their schemas. Answer only JSON {\"steps\": [{\"id\", \"tool\", \"args\", \
-\"expected_output\"}]}. When repairing, use the failure and observations; do not repeat what failed.";
+use crate::engine::{prompts, schemas};
 
 /// Which kind of step list is asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,13 +129,14 @@ pub async fn plan_steps(
             + 1;
         let input = input(cx, &request, &snapshot, &milestone);
         let asked = cx
-            .ask(
-                Purpose::Tactical,
-                Some(milestone_id),
+            .ask(Question {
+                purpose: Purpose::Tactical,
+                milestone: Some(milestone_id),
                 attempt,
-                PROMPT,
+                prompt: &prompts::TACTICAL,
                 input,
-            )
+                schema: schemas::tactical(&cx.tool_schemas(&milestone.tools)),
+            })
             .await;
         let parsed = parse(&asked, &milestone);
         let proposal = Proposal {
@@ -150,7 +148,12 @@ pub async fn plan_steps(
         };
         let (_, outcome) = cx
             .journal
-            .record(|state| commit(state, proposal, &asked, &limits))
+            .record(|state| {
+                commit(state, proposal, &asked, &limits).map(|(mut record, out)| {
+                    record.prompted(&asked.prompt);
+                    (record, out)
+                })
+            })
             .await?;
         if let Some(outcome) = outcome {
             return Ok(outcome);

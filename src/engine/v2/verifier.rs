@@ -9,13 +9,12 @@ use serde_json::{Value, json};
 use crate::domain::check::parse_verdict;
 use crate::domain::event::kinds::VERIFIER_DECIDED;
 use crate::engine::Halt;
+use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Attempt, brief};
 use crate::engine::runtime::checkpoint::{Phase, Record};
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::Purpose;
-
-const PROMPT: &str = "You verify whether a GOAL was achieved, independently of whether its plan \
-completed. Answer only JSON {\"verdict\": \"pass\"|\"fail\", \"reason\": \"...\"}.";
+use crate::engine::{prompts, schemas};
 
 /// The goal verdict: `Some(true|false)` from the model, `None` when it could not answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,7 +39,14 @@ pub async fn verify_goal(
         "evidence": evidence,
     });
     let asked = cx
-        .ask(Purpose::Verifier, milestone, attempt, PROMPT, input)
+        .ask(Question {
+            purpose: Purpose::Verifier,
+            milestone,
+            attempt,
+            prompt: &prompts::VERIFIER,
+            input,
+            schema: schemas::verdict(),
+        })
         .await;
     let (verified, reason) = match &asked.reply {
         Ok(reply) => match parse_verdict(&reply.value) {
@@ -64,6 +70,7 @@ pub async fn verify_goal(
                 json!({"verified": verified, "reason": reason, "attempt": attempt,
                        "evidence": "verifier"}),
             );
+            record.prompted(&asked.prompt);
             Ok((record, ()))
         })
         .await?;

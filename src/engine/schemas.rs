@@ -1,0 +1,208 @@
+//! The JSON Schema of every answer the engine asks a model for, sent as `response_format`
+//! (`json_schema`, strict) so a grammar-constrained server cannot invent the shape, and checked
+//! again on receipt by the client. One hand-kept module, tested against the parsers the answers
+//! go into (`schemas_tests.rs`): each prompt's worked example validates here and parses there.
+//!
+//! Schemas that name tools are built per call: the tactical and act schemas allow only the
+//! tools the milestone (or the direct route) may use, each with its own argument schema
+//! (`oneOf` by tool); the strategic schema allows only registered tools and the five check
+//! shapes. Native `tools`/`tool_calls` are not used: small local models do not support them.
+
+use serde_json::{Value, json};
+
+use super::runtime::ports::ToolSpec;
+
+/// The gate's features (`domain::gate::GateFeatures`).
+pub fn gate() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "est_tool_calls": {"type": "integer", "minimum": 0, "maximum": 50},
+            "touches_writes": {"type": "boolean"},
+            "targets": {"type": "integer", "minimum": 0, "maximum": 50},
+            "goal_kind": {"type": "string", "minLength": 1, "maxLength": 60}
+        },
+        "required": ["est_tool_calls", "touches_writes", "targets", "goal_kind"],
+        "additionalProperties": false
+    })
+}
+
+/// A strategic plan (`domain::plan::Plan::from_value`) over the registered `tools`.
+pub fn strategic(tools: &[&ToolSpec]) -> Value {
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    json!({
+        "type": "object",
+        "properties": {
+            "milestones": {
+                "type": "array", "minItems": 1, "maxItems": 8,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string", "minLength": 1, "maxLength": 40},
+                        "title": {"type": "string", "minLength": 1},
+                        "depends_on": {"type": "array", "items": {"type": "string"}},
+                        "effort": {"type": "integer", "minimum": 1, "maximum": 10},
+                        "tools": {"type": "array", "items": one_of_names(&names)},
+                        "outcome": {"type": "string"},
+                        "accept": check(&names, true)
+                    },
+                    "required": ["id", "title", "depends_on", "effort", "tools", "outcome", "accept"],
+                    "additionalProperties": false
+                }
+            }
+        },
+        "required": ["milestones"],
+        "additionalProperties": false
+    })
+}
+
+/// The five check shapes (`domain::check::Check`); `all` nests one level.
+fn check(tools: &[&str], nest: bool) -> Value {
+    let mut shapes = vec![
+        json!({"type": "object", "properties": {
+            "type": {"const": "artifact"}, "name": {"type": "string", "minLength": 1},
+            "non_empty": {"type": "boolean"}},
+            "required": ["type", "name"], "additionalProperties": false}),
+        json!({"type": "object", "properties": {
+            "type": {"const": "schema"}, "artifact": {"type": "string", "minLength": 1},
+            "schema": {"type": "object"}},
+            "required": ["type", "artifact", "schema"], "additionalProperties": false}),
+        json!({"type": "object", "properties": {
+            "type": {"const": "command"}, "tool": one_of_names(tools),
+            "args": {"type": "object"}, "exit_code": {"type": "integer"}},
+            "required": ["type", "tool"], "additionalProperties": false}),
+        json!({"type": "object", "properties": {
+            "type": {"const": "verifier"}, "prompt": {"type": "string", "minLength": 1}},
+            "required": ["type", "prompt"], "additionalProperties": false}),
+    ];
+    if nest {
+        shapes.push(json!({"type": "object", "properties": {
+            "type": {"const": "all"},
+            "checks": {"type": "array", "minItems": 1, "items": check(tools, false)}},
+            "required": ["type", "checks"], "additionalProperties": false}));
+    }
+    json!({"oneOf": shapes})
+}
+
+fn one_of_names(names: &[&str]) -> Value {
+    if names.is_empty() {
+        // No tool at all: nothing can be named (an empty enum is not valid JSON Schema).
+        json!({"type": "string", "not": {}})
+    } else {
+        json!({"type": "string", "enum": names})
+    }
+}
+
+/// One step calling one of `tools`, with that tool's own argument schema; `expected_output`
+/// is asked for (required) in planned steps and allowed in the others.
+fn step(tools: &[&ToolSpec], expected_output: bool) -> Value {
+    let shapes: Vec<Value> = tools
+        .iter()
+        .map(|tool| {
+            let mut properties = json!({
+                "id": {"type": "string", "minLength": 1, "maxLength": 40},
+                "tool": {"const": tool.name},
+                "args": args_schema(&tool.schema)
+            });
+            properties["expected_output"] = json!({"type": "string"});
+            let mut required = vec!["id", "tool", "args"];
+            if expected_output {
+                required.push("expected_output");
+            }
+            json!({"type": "object", "properties": properties, "required": required,
+                   "additionalProperties": false})
+        })
+        .collect();
+    match shapes.len() {
+        0 => json!({"not": {}}),
+        1 => shapes.into_iter().next().unwrap_or(Value::Null),
+        _ => json!({"oneOf": shapes}),
+    }
+}
+
+/// A tool's argument schema, or any object when it registered none.
+fn args_schema(schema: &Value) -> Value {
+    if schema.is_object() && schema.as_object().is_some_and(|o| !o.is_empty()) {
+        schema.clone()
+    } else {
+        json!({"type": "object"})
+    }
+}
+
+/// A tactical step list (`domain::plan::StepList`) for a milestone allowed `tools`.
+pub fn tactical(tools: &[&ToolSpec]) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "steps": {"type": "array", "minItems": 1, "maxItems": 12, "items": step(tools, true)}
+        },
+        "required": ["steps"],
+        "additionalProperties": false
+    })
+}
+
+/// The final answer of an act loop: `{"done": true, "answer": ...}`.
+fn done() -> Value {
+    json!({"type": "object", "properties": {"done": {"const": true}, "answer": {}},
+           "required": ["done", "answer"], "additionalProperties": false})
+}
+
+/// One round of the direct act loop: tool calls, or the answer.
+pub fn direct(tools: &[&ToolSpec]) -> Value {
+    json!({"oneOf": [
+        {"type": "object",
+         "properties": {"steps": {"type": "array", "minItems": 1, "maxItems": 3,
+                                  "items": step(tools, false)}},
+         "required": ["steps"], "additionalProperties": false},
+        done()
+    ]})
+}
+
+/// A verdict (`domain::check::parse_verdict`), for the goal and for `verifier` checks.
+pub fn verdict() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "verdict": {"type": "string", "enum": ["pass", "fail"]},
+            "reason": {"type": "string"}
+        },
+        "required": ["verdict", "reason"],
+        "additionalProperties": false
+    })
+}
+
+/// Baseline A's answer.
+pub fn one_shot() -> Value {
+    json!({"type": "object", "properties": {"answer": {}}, "required": ["answer"],
+           "additionalProperties": false})
+}
+
+/// Baseline B's move: one tool call, or the answer.
+pub fn reactive(tools: &[&ToolSpec]) -> Value {
+    let calls: Vec<Value> = tools
+        .iter()
+        .map(|tool| {
+            json!({"type": "object",
+                   "properties": {"tool": {"const": tool.name}, "args": args_schema(&tool.schema)},
+                   "required": ["tool", "args"], "additionalProperties": false})
+        })
+        .chain(std::iter::once(done()))
+        .collect();
+    json!({"oneOf": calls})
+}
+
+/// Baseline C's full list of steps.
+pub fn v1(tools: &[&ToolSpec]) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "steps": {"type": "array", "minItems": 1, "maxItems": 20, "items": step(tools, false)}
+        },
+        "required": ["steps"],
+        "additionalProperties": false
+    })
+}
+
+#[cfg(test)]
+#[path = "schemas_tests.rs"]
+mod tests;
