@@ -46,6 +46,22 @@ pub struct Metrics {
     pub repairs_replan_strategy: u32,
 }
 
+/// A named reason a task ended without verified success, machine-readable beside the prose
+/// `reason` of the report (`"cause"` in the result).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// Nothing could verify the goal: the verifier was unreachable or did not answer a verdict.
+    Unverified,
+    /// The answer states what only tools could tell (or the goal asks for a change), and no
+    /// tool call succeeded behind it.
+    NoEvidence,
+    /// The model endpoint could not be reached.
+    ModelUnreachable,
+    /// The model kept answering output that does not match its schema, after bounded re-asks.
+    ModelInvalidOutput,
+}
+
 /// The gate's part of a report: the route it took and the goal kind it saw.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -81,6 +97,7 @@ pub struct TaskReport {
     pub spend: Spend,
     pub metrics: Metrics,
     pub extra: Value,
+    pub cause: Option<Cause>,
 }
 
 impl TaskReport {

@@ -68,6 +68,9 @@ impl ModelPort for LlmModels {
 
 fn model_error(error: &LlmError) -> PortError {
     let kind = match error.class() {
+        FailureClass::Transient if matches!(error, LlmError::Connect { .. }) => {
+            FailureKind::Unreachable
+        }
         FailureClass::Transient => FailureKind::Transient,
         FailureClass::Permanent => FailureKind::Permanent,
         FailureClass::InvalidOutput => FailureKind::InvalidOutput,

@@ -102,6 +102,8 @@ pub struct ToolReply {
 #[serde(rename_all = "snake_case")]
 pub enum FailureKind {
     Transient,
+    /// The endpoint could not be reached at all (after the client's own retries).
+    Unreachable,
     Permanent,
     /// The model answered, but not with the JSON asked for.
     InvalidOutput,

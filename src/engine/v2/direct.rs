@@ -15,7 +15,9 @@ use super::report::{self, Ending};
 use super::verifier;
 use crate::domain::event::kinds;
 use crate::domain::event::kinds::{EXECUTOR_DRIFT, STEP_FINISHED};
+use crate::domain::gate::heuristic_features;
 use crate::domain::plan::{Step, StepList};
+use crate::domain::report::Cause;
 use crate::domain::task::TaskStatus;
 use crate::engine::Halt;
 use crate::engine::RunOutcome;
@@ -23,7 +25,7 @@ use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Asked, Attempt, brief};
 use crate::engine::runtime::checkpoint::{Record, TaskState};
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::{Purpose, ToolCall};
+use crate::engine::runtime::ports::{FailureKind, Purpose, ToolCall};
 use crate::engine::{prompts, schemas};
 
 /// The milestone id the direct path uses in model headers, keys and events.
@@ -54,6 +56,7 @@ pub async fn run(cx: &Attempt) -> Result<RunOutcome, Halt> {
             return report::finish(
                 cx,
                 Ending {
+                    cause: None,
                     status: TaskStatus::BudgetExhausted,
                     verified: None,
                     reason: format!("the direct path ran out of {}", unit.as_str()),
@@ -145,7 +148,7 @@ fn record_round(
         (_, Some(answer)) => direct.answer = Some(answer.clone()),
         (Err(error), _) => direct
             .observations
-            .push(json!({"round": round, "model_error": error.message})),
+            .push(json!({"round": round, "model_error": error.message, "kind": error.kind})),
         (Ok(reply), None) if steps.is_empty() => direct
             .observations
             .push(json!({"round": round, "unusable_reply": brief(&reply.value, 500)})),
@@ -226,27 +229,120 @@ async fn execute(
     Ok(())
 }
 
-/// The goal-level check of the direct path.
+/// The goal-level check of the direct path: programmatic evidence first, then the verifier.
+///
+/// - No answer: the task failed; when every round's model call failed, the cause is named
+///   (`model_unreachable`, `model_invalid_output`).
+/// - An answer to a goal that needs tools (the gate's features: a tool call or a write), with
+///   no successful tool call behind it: not verified (`no_evidence`), and the verifier is not
+///   asked, since a claim is not evidence.
+/// - Otherwise the verifier sees the answer with the tool outputs; when it cannot give a
+///   verdict the task is not verified (`unverified`), never `succeeded` with no verdict.
 async fn conclude(cx: &Attempt, direct: DirectState) -> Result<RunOutcome, Halt> {
-    let evidence = json!({"answer": direct.answer, "observations": direct.observations});
-    let verdict = verifier::verify_goal(cx, Some(DIRECT), evidence).await?;
-    let answered = direct.answer.is_some();
-    let status = match (verdict.verified, answered) {
-        (Some(false), _) | (_, false) => TaskStatus::Failed,
-        _ => TaskStatus::Succeeded,
-    };
-    report::finish(
-        cx,
-        Ending {
-            status,
-            verified: verdict.verified,
-            reason: if answered {
-                verdict.reason
-            } else {
-                "the direct path gave no answer within its tool-call bound".into()
-            },
-            extra: json!({"answer": direct.answer, "tool_calls": direct.tool_calls}),
+    let extra = json!({"answer": direct.answer, "tool_calls": direct.tool_calls});
+    let ending = match &direct.answer {
+        None => Ending {
+            status: TaskStatus::Failed,
+            verified: None,
+            reason: unanswered_reason(&direct),
+            extra,
+            cause: model_cause(&direct),
         },
-    )
-    .await
+        Some(_) if needs_tools(cx).await && successful_calls(&direct) == 0 => Ending {
+            status: TaskStatus::Failed,
+            verified: Some(false),
+            reason: "no evidence: the goal needs a tool call, and the answer has no successful \
+                     tool call (no receipt) behind it"
+                .into(),
+            extra,
+            cause: Some(Cause::NoEvidence),
+        },
+        Some(_) => {
+            let evidence = json!({"answer": direct.answer, "tool_outputs": direct.observations});
+            let verdict = verifier::verify_goal(cx, Some(DIRECT), evidence).await?;
+            let (status, cause) = match verdict.verified {
+                Some(true) => (TaskStatus::Succeeded, None),
+                Some(false) => (TaskStatus::Failed, None),
+                None => (TaskStatus::Failed, Some(Cause::Unverified)),
+            };
+            Ending {
+                status,
+                verified: verdict.verified,
+                reason: match verdict.verified {
+                    None => format!("unverified: {}", verdict.reason),
+                    Some(_) => verdict.reason,
+                },
+                extra,
+                cause,
+            }
+        }
+    };
+    report::finish(cx, ending).await
+}
+
+/// Whether the goal needs tools, by the gate's recorded features, or by the heuristic when
+/// the route was forced (`direct`).
+async fn needs_tools(cx: &Attempt) -> bool {
+    let recorded = cx
+        .journal
+        .read(|s| s.gate.as_ref().and_then(|g| g.features.clone()))
+        .await;
+    let features = recorded.unwrap_or_else(|| {
+        let writers: Vec<&str> = cx
+            .specs
+            .values()
+            .filter(|t| t.side_effects)
+            .map(|t| t.name.as_str())
+            .collect();
+        heuristic_features(&cx.task().goal, &writers)
+    });
+    features.est_tool_calls > 0 || features.touches_writes
+}
+
+fn successful_calls(direct: &DirectState) -> usize {
+    direct
+        .observations
+        .iter()
+        .filter(|o| o.get("tool").is_some() && o.get("ok") == Some(&Value::Bool(true)))
+        .count()
+}
+
+/// The model failure that kept the loop from answering, when every round failed alike.
+fn model_cause(direct: &DirectState) -> Option<Cause> {
+    let kinds: Vec<Option<FailureKind>> = direct
+        .observations
+        .iter()
+        .filter(|o| o.get("round").is_some())
+        .map(|o| {
+            o.get("kind")
+                .and_then(|k| serde_json::from_value::<FailureKind>(k.clone()).ok())
+        })
+        .collect();
+    if kinds.is_empty() || kinds.len() < direct.rounds as usize {
+        return None;
+    }
+    if kinds.iter().all(|k| *k == Some(FailureKind::Unreachable)) {
+        Some(Cause::ModelUnreachable)
+    } else if kinds.iter().all(|k| *k == Some(FailureKind::InvalidOutput)) {
+        Some(Cause::ModelInvalidOutput)
+    } else {
+        None
+    }
+}
+
+fn unanswered_reason(direct: &DirectState) -> String {
+    let last_error = direct
+        .observations
+        .iter()
+        .rev()
+        .find_map(|o| o.get("model_error").and_then(Value::as_str));
+    match (model_cause(direct), last_error) {
+        (Some(Cause::ModelUnreachable), Some(error)) => {
+            format!("model_unreachable: {error}")
+        }
+        (Some(Cause::ModelInvalidOutput), Some(error)) => {
+            format!("model_invalid_output: {error}")
+        }
+        _ => "the direct path gave no answer within its tool-call bound".into(),
+    }
 }

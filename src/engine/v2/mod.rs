@@ -38,6 +38,7 @@ pub mod strategic;
 pub mod tactical;
 pub mod verifier;
 
+use crate::domain::report::Cause;
 use crate::domain::settings::EngineSettings;
 use crate::engine::runtime::attempt::Attempt;
 use crate::engine::runtime::checkpoint::{EngineKind, Failure, Journal, Phase, TaskState};
@@ -107,11 +108,12 @@ async fn drive(cx: Arc<Attempt>) -> Result<RunOutcome, Halt> {
         return crate::engine::v2::direct::run(&cx).await;
     }
     if cx.journal.read(|s| s.plan.is_none()).await
-        && let strategic::Strategic::Refused { reason } = strategic::plan(&cx, None).await?
+        && let strategic::Strategic::Refused { reason, cause } = strategic::plan(&cx, None).await?
     {
         return report::finish(
             &cx,
             Ending {
+                cause,
                 status: TaskStatus::Failed,
                 verified: None,
                 reason: format!("no valid plan: {reason}"),
@@ -137,7 +139,31 @@ async fn drive(cx: Arc<Attempt>) -> Result<RunOutcome, Halt> {
 /// The goal-level check once every milestone passed: how the task ends, or `None` after an
 /// L3 replan (the new milestones run next).
 async fn verify(cx: &Attempt) -> Result<Option<Ending>, Halt> {
-    let evidence = json!({"passed": "every milestone's acceptance check passed"});
+    // The verifier sees what the tools answered, never only the planner's own claims.
+    let evidence = cx
+        .journal
+        .read(|s| {
+            let milestones: Vec<_> = s
+                .plan
+                .iter()
+                .flat_map(|p| p.milestones.iter())
+                .map(|m| {
+                    let observed = s.runs.get(&m.id).map(|r| {
+                        r.observations
+                            .iter()
+                            .rev()
+                            .take(6)
+                            .cloned()
+                            .collect::<Vec<_>>()
+                    });
+                    json!({"id": m.id, "title": m.title, "accept": m.accept,
+                           "tool_outputs": observed})
+                })
+                .collect();
+            json!({"passed": "every milestone's acceptance check passed",
+                   "milestones": milestones})
+        })
+        .await;
     let verdict = verifier::verify_goal(cx, None, evidence).await?;
     let verified = verdict.verified;
     if verified == Some(false) {
@@ -152,6 +178,7 @@ async fn verify(cx: &Attempt) -> Result<Option<Ending>, Halt> {
             return schedule::replan_strategy(cx, &failure, None).await;
         }
         return Ok(Some(Ending {
+            cause: None,
             status: TaskStatus::Failed,
             verified: Some(false),
             reason: format!(
@@ -161,7 +188,21 @@ async fn verify(cx: &Attempt) -> Result<Option<Ending>, Halt> {
             extra: json!({}),
         }));
     }
+    if verified.is_none() {
+        // No verdict (verifier unreachable or unusable): not verified, never a success.
+        return Ok(Some(Ending {
+            cause: Some(Cause::Unverified),
+            status: TaskStatus::Failed,
+            verified: None,
+            reason: format!(
+                "unverified: all milestones passed but no verifier verdict: {}",
+                verdict.reason
+            ),
+            extra: json!({}),
+        }));
+    }
     Ok(Some(Ending {
+        cause: None,
         status: TaskStatus::Succeeded,
         verified,
         reason: if verified == Some(true) {

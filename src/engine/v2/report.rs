@@ -9,6 +9,7 @@ use crate::domain::event::kinds;
 use crate::domain::event::kinds::GATE_OUTCOME;
 use crate::domain::ledger::Unit;
 use crate::domain::repair::rung_name;
+use crate::domain::report::Cause;
 use crate::domain::task::TaskStatus;
 use crate::engine::runtime::attempt::Attempt;
 use crate::engine::runtime::checkpoint::{Record, Spend, TaskState};
@@ -21,6 +22,8 @@ pub struct Ending {
     pub reason: String,
     /// Extra fields for the result (the direct path's answer, a verifier reason, ...).
     pub extra: Value,
+    /// Why the task ended unverified or failed, when it is one of the named causes.
+    pub cause: Option<Cause>,
 }
 
 /// Builds the result from the state.
@@ -80,6 +83,7 @@ pub fn result(state: &TaskState, ending: &Ending) -> Value {
         "ledger": state.ledger.as_ref().and_then(|l| serde_json::to_value(l).ok()),
         "metrics": state.metrics,
         "extra": ending.extra,
+        "cause": ending.cause,
     })
 }
 

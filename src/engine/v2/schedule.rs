@@ -90,6 +90,7 @@ pub async fn execute(cx: &Arc<Attempt>) -> Result<Flow, Halt> {
         Ok(Flow::AllDone)
     } else {
         Ok(Flow::Ended(Ending {
+            cause: None,
             status: TaskStatus::Failed,
             verified: None,
             reason: "no milestone can run: the plan is stuck".into(),
@@ -141,6 +142,7 @@ impl Schedule {
             Ok(MilestoneEnd::Failed(failure)) => {
                 cx.halt.store(true, Ordering::SeqCst);
                 self.verdict.get_or_insert(Ok(Flow::Ended(Ending {
+                    cause: None,
                     status: TaskStatus::Failed,
                     verified: None,
                     reason: format!("milestone {id} failed: {}", failure.detail),
@@ -203,6 +205,7 @@ async fn exhausted(cx: &Attempt, id: &str, unit: Unit) -> Ending {
     )
     .await;
     Ending {
+        cause: None,
         status: TaskStatus::BudgetExhausted,
         verified: None,
         reason: format!(
@@ -229,7 +232,8 @@ pub async fn replan_strategy(
     let replanned = strategic::plan(cx, Some(strategic::Replan { failure, milestone })).await?;
     match replanned {
         strategic::Strategic::Accepted => Ok(None),
-        strategic::Strategic::Refused { reason } => Ok(Some(Ending {
+        strategic::Strategic::Refused { reason, cause } => Ok(Some(Ending {
+            cause,
             status: TaskStatus::Failed,
             verified: None,
             reason: format!("strategy replan refused: {reason}"),

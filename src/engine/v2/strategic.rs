@@ -13,12 +13,14 @@ use serde_json::{Value, json};
 use crate::domain::event::kinds::{PLAN_ACCEPTED, PLAN_REFUSED};
 use crate::domain::ledger::{LedgerPolicy, PerUnit};
 use crate::domain::plan::{MilestoneStatus, Plan};
+use crate::domain::report::Cause;
 use crate::domain::validate::{KnownTools, PlanError, carry_over, feedback, validate};
 use crate::engine::Halt;
 use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Asked, Attempt};
 use crate::engine::runtime::checkpoint::{Failure, Phase, Record, TaskState};
 use crate::engine::runtime::ledger;
+use crate::engine::runtime::ports::FailureKind;
 use crate::engine::runtime::ports::Purpose;
 use crate::engine::{prompts, schemas};
 
@@ -28,7 +30,11 @@ pub enum Strategic {
     /// A valid plan is stored (as a new plan version).
     Accepted,
     /// Every proposal was invalid or the planner was unreachable; nothing was executed.
-    Refused { reason: String },
+    Refused {
+        reason: String,
+        /// Set when every attempt failed alike at the model (unreachable, invalid output).
+        cause: Option<Cause>,
+    },
 }
 
 /// An L3 replan's inputs.
@@ -46,6 +52,7 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
         .map(|t| json!({"name": t.name, "description": t.description, "side_effects": t.side_effects}))
         .collect();
     let mut errors: Option<String> = None;
+    let mut failures: Vec<Option<FailureKind>> = Vec::new();
     for _ in 0..=cx.config.max_reasks {
         let snapshot = cx.journal.snapshot().await;
         let attempt = snapshot.strategic_calls + 1;
@@ -60,6 +67,7 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
                 schema: schemas::strategic(&cx.all_specs()),
             })
             .await;
+        failures.push(asked.reply.as_ref().err().map(|e| e.kind));
         let checked = check(&asked, &known, replan.as_ref(), &snapshot);
         let proposal = Proposal {
             attempt,
@@ -87,8 +95,27 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
         }
         errors = checked.err();
     }
+    let cause = if failures
+        .iter()
+        .all(|k| *k == Some(FailureKind::Unreachable))
+    {
+        Some(Cause::ModelUnreachable)
+    } else if failures
+        .iter()
+        .all(|k| *k == Some(FailureKind::InvalidOutput))
+    {
+        Some(Cause::ModelInvalidOutput)
+    } else {
+        None
+    };
+    let reason = errors.unwrap_or_else(|| "no valid plan".into());
     Ok(Strategic::Refused {
-        reason: errors.unwrap_or_else(|| "no valid plan".into()),
+        reason: match cause {
+            Some(Cause::ModelUnreachable) => format!("model_unreachable: {reason}"),
+            Some(Cause::ModelInvalidOutput) => format!("model_invalid_output: {reason}"),
+            _ => reason,
+        },
+        cause,
     })
 }
 
