@@ -23,14 +23,18 @@ pub mod client;
 pub mod endpoint;
 pub mod error;
 pub mod output;
+pub mod probe;
 pub mod retry;
 mod send;
 pub mod usage;
 mod wire;
 
-pub use client::{ChatMessage, ChatRequest, Completion, Endpoints, LlmClient, OutputSchema};
-pub use endpoint::LlmEndpoint;
+pub use client::{
+    ChatMessage, ChatRequest, Completion, LlmClient, OutputSchema, TRUNCATED_RETRY_MAX_TOKENS,
+};
+pub use endpoint::{Endpoints, LlmEndpoint};
 pub use error::{FailureClass, LlmError};
+pub use probe::{EndpointProbe, ModelProbe, ProbeFailure};
 pub use retry::RetryPolicy;
 pub use usage::Usage;
 
