@@ -83,6 +83,8 @@ pub async fn serve_with(
 ) -> Result<(), ServeError> {
     let store = open_migrated(&config).await?;
     let engine = make_engine(&config, store.clone())?;
+    let models = crate::wiring::clients::model_probe(&config)
+        .map_err(|error| ServeError::Engine(error.to_string()))?;
     let listener = TcpListener::bind(config.listen_addr)
         .await
         .map_err(|source| ServeError::Bind {
@@ -108,7 +110,12 @@ pub async fn serve_with(
         clock.clone(),
         worker_id.clone(),
     ));
-    let http = Http::start(listener, store.clone(), clock, config.clone(), rollout);
+    let state = crate::http::AppState::new(store.clone(), clock, &config).with_rollout(rollout);
+    let state = match models {
+        Some(probe) => state.with_model_probe(probe),
+        None => state,
+    };
+    let http = Http::start(listener, state);
     println!("{LISTENING_PREFIX}{addr}");
     tracing::info!(%addr, %worker_id, backend = ?store.backend(), "cairn serving");
 
@@ -129,15 +136,8 @@ struct Http {
 }
 
 impl Http {
-    fn start(
-        listener: TcpListener,
-        store: Arc<dyn Store>,
-        clock: Arc<dyn Clock>,
-        config: Config,
-        rollout: Arc<crate::engine::rollout::Rollout>,
-    ) -> Http {
+    fn start(listener: TcpListener, state: crate::http::AppState) -> Http {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let state = crate::http::AppState::new(store, clock, &config).with_rollout(rollout);
         let handle = tokio::spawn(crate::http::serve(listener, state, async move {
             let _ = stopped.await;
         }));

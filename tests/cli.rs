@@ -77,3 +77,43 @@ async fn migrate_applies_migrations_on_postgres_and_exits() {
     pool.close().await;
     db.drop_database().await;
 }
+
+/// A real model without a tool registry is refused at start, in one line naming the variable,
+/// instead of quietly handing the model the simulator's tools.
+#[tokio::test]
+async fn a_configured_model_without_a_tools_file_refuses_to_start() {
+    let db = common::TestSqlite::create();
+    let sqlite = db.path.display().to_string();
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_cairn"));
+    command
+        .arg("serve")
+        .env_remove("CAIRN_CONFIG")
+        .env_remove("DATABASE_URL")
+        .env_remove("CAIRN_DATABASE_URL")
+        .env_remove("CAIRN_TOOLS_FILE")
+        .env("CAIRN_SQLITE_PATH", &sqlite)
+        .env("CAIRN_LISTEN_ADDR", "127.0.0.1:0")
+        .env("CAIRN_LLM_DEFAULT_BASE_URL", "http://127.0.0.1:1")
+        .env("CAIRN_LLM_DEFAULT_MODEL", "qwen2.5-coder-0.5b")
+        .env("CAIRN_LLM_DEFAULT_API_KEY", "sk-cli-secret");
+    let output = tokio::time::timeout(std::time::Duration::from_secs(60), command.output())
+        .await
+        .expect("cairn exits on its own")
+        .expect("run cairn");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr
+            .lines()
+            .any(|line| line.starts_with("cairn: ") && line.contains("CAIRN_TOOLS_FILE")),
+        "no `cairn: ` line names CAIRN_TOOLS_FILE: {stderr}"
+    );
+    assert!(
+        !stderr.contains("sk-cli-secret") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&output.stdout).contains("listening"),
+        "it never serves"
+    );
+}

@@ -104,6 +104,9 @@ impl Config {
             "CAIRN_TEST_MINIMAL_ENGINE" => {
                 self.test_minimal_engine = parse(name, value, "true or false")?
             }
+            "CAIRN_READYZ_CHECK_MODELS" => {
+                self.readyz_check_models = parse(name, value, "true or false")?
+            }
             "CAIRN_ENGINE_RESERVE_FRAC" => {
                 self.engine.reserve_frac = parse(name, value, "a fraction 0..0.9")?
             }

@@ -78,6 +78,10 @@ pub struct Config {
     /// that scripted engine, so lifecycle tests can drive leases and crashes through the real
     /// binary cheaply. Off by default; never set it in production. Clients cannot reach it.
     pub test_minimal_engine: bool,
+    /// `/readyz` also probes every configured model endpoint (`GET {base_url}/v1/models`, 2 s
+    /// timeout) and answers 503 naming the purposes whose endpoint did not answer. Off by
+    /// default; no effect when no model is configured (the simulator runs in-process).
+    pub readyz_check_models: bool,
     /// The planning engine's settings: reserve share, repair threshold and limits, parallel
     /// milestones per task, the gate's direct-route thresholds.
     pub engine: crate::domain::settings::EngineSettings,
@@ -107,6 +111,7 @@ impl Default for Config {
             rollout_percent: 100,
             eval_report: None,
             test_minimal_engine: false,
+            readyz_check_models: false,
             engine: crate::domain::settings::EngineSettings::default(),
             llm: BTreeMap::new(),
         }
@@ -133,6 +138,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_ROLLOUT_PERCENT", "rollout_percent"),
     ("CAIRN_EVAL_REPORT", "eval_report"),
     ("CAIRN_TEST_MINIMAL_ENGINE", "test_minimal_engine"),
+    ("CAIRN_READYZ_CHECK_MODELS", "readyz_check_models"),
     ("CAIRN_ENGINE_RESERVE_FRAC", "engine.reserve_frac"),
     ("CAIRN_ENGINE_REPAIR_AT", "engine.pressure_frac"),
     ("CAIRN_ENGINE_MAX_PARALLEL", "engine.max_parallel"),

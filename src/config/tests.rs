@@ -103,3 +103,23 @@ fn file_then_env() {
     let error = Config::load(Some(&path), env(&[])).unwrap_err();
     assert!(error.to_string().contains("wokers"), "{error}");
 }
+
+#[test]
+fn readyz_check_models_is_off_by_default_and_read_from_env() {
+    assert!(!Config::default().readyz_check_models);
+    let config = Config::load(None, env(&[("CAIRN_READYZ_CHECK_MODELS", "true")])).expect("valid");
+    assert!(config.readyz_check_models);
+    let error = Config::load(None, env(&[("CAIRN_READYZ_CHECK_MODELS", "yes")])).unwrap_err();
+    assert!(
+        error.to_string().contains("CAIRN_READYZ_CHECK_MODELS"),
+        "{error}"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("cairn.toml");
+    std::fs::write(&path, "readyz_check_models = true\n").expect("write");
+    assert!(
+        Config::load(Some(&path), env(&[]))
+            .expect("valid")
+            .readyz_check_models
+    );
+}

@@ -6,6 +6,7 @@ use tokio::sync::watch;
 
 use crate::clock::Clock;
 use crate::engine::rollout::Rollout;
+use crate::llm::ModelProbe;
 use crate::store::Store;
 use crate::tools::ToolRegistry;
 
@@ -43,6 +44,8 @@ pub struct AppState {
     pub tools: Arc<ToolRegistry>,
     /// The v2 rollout setting, shared with the engine dispatcher ([`AppState::with_rollout`]).
     pub rollout: Arc<Rollout>,
+    /// When set, `/readyz` also probes the model endpoints ([`AppState::with_model_probe`]).
+    pub models: Option<Arc<dyn ModelProbe>>,
 }
 
 impl AppState {
@@ -57,11 +60,18 @@ impl AppState {
             settings: Arc::new(settings.into()),
             tools: Arc::new(ToolRegistry::default()),
             rollout: Arc::new(Rollout::default()),
+            models: None,
         }
     }
 
     pub fn with_rollout(mut self, rollout: Arc<Rollout>) -> Self {
         self.rollout = rollout;
+        self
+    }
+
+    /// Makes `/readyz` answer 503 while a model endpoint is unreachable.
+    pub fn with_model_probe(mut self, probe: Arc<dyn ModelProbe>) -> Self {
+        self.models = Some(probe);
         self
     }
 

@@ -1,6 +1,5 @@
 //! The chat client: one logical call = up to `max_attempts` HTTP requests, then a typed result.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::endpoint::LlmEndpoint;
+use super::endpoint::{Endpoints, LlmEndpoint};
 use super::error::LlmError;
 use super::output::parse_and_validate;
 use super::retry::RetryPolicy;
@@ -84,6 +83,11 @@ impl ChatRequest {
         self.attempt = Some(attempt);
         self
     }
+    /// The answer's token budget, sent as `max_tokens`.
+    pub fn max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = Some(max_tokens);
+        self
+    }
     pub fn json_output(mut self, name: impl Into<String>, schema: Value) -> Self {
         self.output = Some(OutputSchema {
             name: name.into(),
@@ -107,52 +111,9 @@ pub struct Completion {
     pub simulated: bool,
     /// HTTP requests this call took (more than 1 after retries).
     pub attempts: u32,
-}
-
-/// Endpoints resolved per purpose: a purpose without its own entry uses `default`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Endpoints {
-    by_purpose: BTreeMap<Purpose, LlmEndpoint>,
-}
-
-impl Endpoints {
-    /// Resolves `Config.llm`. `Ok(None)` when nothing is configured (cairn then runs against
-    /// its simulator); an error names the first purpose that has neither its own entry nor a
-    /// `default`.
-    pub fn from_config(map: &BTreeMap<String, LlmEndpoint>) -> Result<Option<Endpoints>, String> {
-        if map.is_empty() {
-            return Ok(None);
-        }
-        let mut by_purpose = BTreeMap::new();
-        for purpose in Purpose::ALL {
-            let endpoint = map
-                .get(purpose.as_str())
-                .or_else(|| map.get("default"))
-                .ok_or_else(|| {
-                    format!(
-                        "llm.{purpose}: no endpoint for this purpose and no llm.default \
-                         (set CAIRN_LLM_{}_BASE_URL and _MODEL, or CAIRN_LLM_DEFAULT_*)",
-                        purpose.as_str().to_ascii_uppercase()
-                    )
-                })?;
-            by_purpose.insert(purpose, endpoint.clone());
-        }
-        Ok(Some(Endpoints { by_purpose }))
-    }
-
-    /// The same endpoint for every purpose.
-    pub fn uniform(endpoint: LlmEndpoint) -> Endpoints {
-        Endpoints {
-            by_purpose: Purpose::ALL
-                .into_iter()
-                .map(|purpose| (purpose, endpoint.clone()))
-                .collect(),
-        }
-    }
-
-    pub fn get(&self, purpose: Purpose) -> Option<&LlmEndpoint> {
-        self.by_purpose.get(&purpose)
-    }
+    /// The answer stopped at its token budget (`finish_reason: "length"`). A structured answer
+    /// that validated anyway is returned with this set.
+    pub truncated: bool,
 }
 
 /// The client. Cheap to clone; share one per process.
@@ -167,7 +128,9 @@ impl LlmClient {
     pub fn new(endpoints: Endpoints, policy: RetryPolicy) -> Result<LlmClient, LlmError> {
         let http = reqwest::Client::builder()
             .timeout(policy.timeout)
-            .connect_timeout(policy.timeout.min(Duration::from_secs(10)))
+            // Shorter than the whole request, so an endpoint that cannot be reached fails as
+            // a connect error (`is_unreachable`) rather than racing the request timeout.
+            .connect_timeout((policy.timeout * 3 / 4).min(Duration::from_secs(10)))
             .build()
             .map_err(|error| LlmError::Setup {
                 purpose: Purpose::Gate,
@@ -184,6 +147,14 @@ impl LlmClient {
         &self.policy
     }
 
+    pub(super) fn endpoint(&self, purpose: Purpose) -> Option<&LlmEndpoint> {
+        self.endpoints.get(purpose)
+    }
+
+    pub(super) fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
     /// The model configured for a purpose.
     pub fn model(&self, purpose: Purpose) -> Option<&str> {
         self.endpoints.get(purpose).map(|e| e.model.as_str())
@@ -191,6 +162,12 @@ impl LlmClient {
 
     /// Makes one logical call: retries transient failures up to the policy's bound, then
     /// returns the answer (validated when `request.output` is set) or a classified error.
+    ///
+    /// A structured answer that does not validate *and* stopped at its token budget
+    /// (`finish_reason: "length"`) is asked for once more with a larger budget (twice the
+    /// request's `max_tokens`, or [`TRUNCATED_RETRY_MAX_TOKENS`] when it set none) before it
+    /// is reported as [`LlmError::InvalidOutput`] with `truncated` set. The tokens of both
+    /// answers are counted.
     pub async fn complete(&self, request: &ChatRequest) -> Result<Completion, LlmError> {
         let purpose = request.purpose;
         let endpoint = self.endpoints.get(purpose).ok_or_else(|| LlmError::Setup {
@@ -201,14 +178,66 @@ impl LlmClient {
             "{}/v1/chat/completions",
             endpoint.base_url.trim_end_matches('/')
         );
+        let (response, attempts) = self.exchange(endpoint, &url, request).await?;
+        let first = self.finish(endpoint, request, response, attempts);
+        let spent = match &first {
+            Err(LlmError::InvalidOutput {
+                truncated: true,
+                usage,
+                ..
+            }) => *usage,
+            _ => return first,
+        };
+        let budget = larger_budget(request.max_tokens);
+        tracing::info!(
+            %purpose,
+            max_tokens = budget,
+            "structured answer cut off at the token limit; asking once more with a larger budget"
+        );
+        let retry = ChatRequest {
+            max_tokens: Some(budget),
+            ..request.clone()
+        };
+        let (response, more) = self.exchange(endpoint, &url, &retry).await?;
+        match self.finish(endpoint, &retry, response, attempts + more) {
+            Ok(mut completion) => {
+                completion.usage = completion.usage.plus(spent);
+                Ok(completion)
+            }
+            Err(LlmError::InvalidOutput {
+                purpose,
+                attempts,
+                truncated,
+                messages,
+                raw,
+                usage,
+            }) => Err(LlmError::InvalidOutput {
+                purpose,
+                attempts,
+                truncated,
+                messages,
+                raw,
+                usage: usage.plus(spent),
+            }),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// The HTTP requests of one answer: retries transient failures up to the policy's bound
+    /// and a refused `response_format` once; the parsed response and the requests it took.
+    async fn exchange(
+        &self,
+        endpoint: &LlmEndpoint,
+        url: &str,
+        request: &ChatRequest,
+    ) -> Result<(wire::Response, u32), LlmError> {
+        let purpose = request.purpose;
         let mut with_format = request.output.is_some();
         let mut attempts = 0u32;
         loop {
             attempts += 1;
-            match send_once(&self.http, endpoint, &url, request, with_format).await {
-                Attempt::Done(response) => {
-                    return self.finish(endpoint, request, response, attempts);
-                }
+            match send_once(&self.http, endpoint, url, request, with_format).await {
+                Attempt::Done(response) => return Ok((response, attempts)),
                 Attempt::Fatal(error) => return Err(error),
                 Attempt::FormatRejected => {
                     tracing::info!(%purpose, "server refused response_format; asking without it");
@@ -265,13 +294,23 @@ impl LlmClient {
                 Usage::estimate(prompt_chars, text.len())
             }
         };
+        let truncated = response
+            .choices
+            .first()
+            .and_then(|choice| choice.finish_reason.as_deref())
+            == Some("length");
         let json = match &request.output {
             None => None,
             Some(output) => match parse_and_validate(&text, &output.schema) {
                 Ok(value) => Some(value),
-                Err(messages) => {
+                Err(mut messages) => {
+                    if truncated {
+                        messages.insert(0, truncation_message(request.max_tokens));
+                    }
                     return Err(LlmError::InvalidOutput {
                         purpose: request.purpose,
+                        attempts,
+                        truncated,
                         messages: messages
                             .into_iter()
                             .map(|message| redact(&message, endpoint))
@@ -296,6 +335,30 @@ impl LlmClient {
             model: response.model.unwrap_or_else(|| endpoint.model.clone()),
             simulated: response.simulated,
             attempts,
+            truncated,
         })
     }
+}
+
+/// The budget of the one retry of a truncated structured answer when the request set none.
+pub const TRUNCATED_RETRY_MAX_TOKENS: u32 = 4096;
+
+/// The budget for asking again after an answer ran out of tokens.
+fn larger_budget(max_tokens: Option<u32>) -> u32 {
+    match max_tokens {
+        Some(tokens) => tokens.saturating_mul(2).max(1),
+        None => TRUNCATED_RETRY_MAX_TOKENS,
+    }
+}
+
+/// The message put first when a truncated answer did not validate, for the planner to send on.
+fn truncation_message(max_tokens: Option<u32>) -> String {
+    let limit = match max_tokens {
+        Some(tokens) => format!(" of {tokens} tokens"),
+        None => String::new(),
+    };
+    format!(
+        "the answer was cut off at the token limit{limit} (finish_reason \"length\") and is \
+         incomplete; answer with shorter JSON"
+    )
 }

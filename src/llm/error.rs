@@ -5,6 +5,12 @@
 //! - permanent: repeating will not help (4xx other than 408/429, no endpoint configured).
 //! - invalid output: the model answered, but not with JSON matching the requested schema. The
 //!   planner sends `messages` back to the model; the tokens were spent, so `usage` is kept.
+//!   `truncated` says the answer was cut off at its token budget (`finish_reason: "length"`)
+//!   even after the client's one retry with a larger budget.
+//!
+//! Within the transient class, [`LlmError::is_unreachable`] names the failures where the
+//! endpoint was never reached at all (connection refused, DNS, connect timeout), as opposed to
+//! a server that answered badly or too slowly.
 //!
 //! Messages never carry the API key: server-provided text is passed through
 //! [`crate::llm::client`]'s redaction before it is stored here.
@@ -66,9 +72,17 @@ pub enum LlmError {
     },
     #[error("{purpose} model: {message}")]
     Setup { purpose: Purpose, message: String },
-    #[error("{purpose} model: invalid output: {}", messages.join("; "))]
+    #[error(
+        "{purpose} model: invalid output{}: {}",
+        if *truncated { " (cut off at the token limit)" } else { "" },
+        messages.join("; ")
+    )]
     InvalidOutput {
         purpose: Purpose,
+        /// HTTP requests made (2 or more when a truncated answer was asked for again).
+        attempts: u32,
+        /// The (last) answer stopped at its token budget (`finish_reason: "length"`).
+        truncated: bool,
         /// What was wrong, bounded; sent back to the planner.
         messages: Vec<String>,
         /// The model's text, bounded, for the audit trail.
@@ -98,10 +112,30 @@ impl LlmError {
             | LlmError::Timeout { attempts, .. }
             | LlmError::RateLimited { attempts, .. }
             | LlmError::Server { attempts, .. }
-            | LlmError::BadResponse { attempts, .. } => *attempts,
-            LlmError::Refused { .. } | LlmError::InvalidOutput { .. } => 1,
+            | LlmError::BadResponse { attempts, .. }
+            | LlmError::InvalidOutput { attempts, .. } => *attempts,
+            LlmError::Refused { .. } => 1,
             LlmError::Setup { .. } => 0,
         }
+    }
+
+    /// True when the endpoint could not be reached at all after the bounded retries: the
+    /// connection was refused, the host name did not resolve, or connecting timed out. A
+    /// server that answered (any status, a cut body) or accepted the connection and then
+    /// went silent is not unreachable.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, LlmError::Connect { .. })
+    }
+
+    /// True for invalid output whose answer was cut off at the token limit.
+    pub fn is_truncated(&self) -> bool {
+        matches!(
+            self,
+            LlmError::InvalidOutput {
+                truncated: true,
+                ..
+            }
+        )
     }
 
     /// A short stable name for events and metrics.

@@ -11,7 +11,12 @@
 //! - **failure classes** the engine can act on: every error is [`FailureClass::Transient`]
 //!   (retried here with jittered backoff, honouring `Retry-After`, up to a bound),
 //!   [`FailureClass::Permanent`] or [`FailureClass::InvalidOutput`] ([`error`], [`retry`]);
-//! - **usage** from the `usage` object, or an estimate marked as such ([`usage`]).
+//! - **usage** from the `usage` object, or an estimate marked as such ([`usage`]);
+//! - **small real models**: a structured answer cut off at its token budget
+//!   (`finish_reason: "length"`) is asked for once more with a larger budget before it is
+//!   invalid output marked `truncated`; [`LlmError::is_unreachable`] tells an endpoint that
+//!   could not be reached at all from one that answered badly; [`probe`] checks reachability
+//!   for `/readyz`.
 //!
 //! Every call carries `X-Cairn-Purpose` and `X-Cairn-Task` (and, when relevant,
 //! `X-Cairn-Milestone` and `X-Cairn-Attempt`): for observability, and because the simulator
@@ -23,14 +28,18 @@ pub mod client;
 pub mod endpoint;
 pub mod error;
 pub mod output;
+pub mod probe;
 pub mod retry;
 mod send;
 pub mod usage;
 mod wire;
 
-pub use client::{ChatMessage, ChatRequest, Completion, Endpoints, LlmClient, OutputSchema};
-pub use endpoint::LlmEndpoint;
+pub use client::{
+    ChatMessage, ChatRequest, Completion, LlmClient, OutputSchema, TRUNCATED_RETRY_MAX_TOKENS,
+};
+pub use endpoint::{Endpoints, LlmEndpoint};
 pub use error::{FailureClass, LlmError};
+pub use probe::{EndpointProbe, ModelProbe, ProbeFailure};
 pub use retry::RetryPolicy;
 pub use usage::Usage;
 

@@ -146,10 +146,11 @@ pub(super) async fn send_once(
     let redact = |text: String| redact(&text, endpoint);
     let response = match builder.send().await {
         Ok(response) => response,
-        Err(error) if error.is_timeout() => return Attempt::Transient(Transient::Timeout),
+        // A connect timeout is both `is_connect` and `is_timeout`: it counts as unreachable.
         Err(error) if error.is_connect() => {
             return Attempt::Transient(Transient::Connect(redact(error_chain(&error))));
         }
+        Err(error) if error.is_timeout() => return Attempt::Transient(Transient::Timeout),
         Err(error) => {
             return Attempt::Transient(Transient::BadResponse(redact(error_chain(&error))));
         }
@@ -232,7 +233,7 @@ pub(super) fn redact(text: &str, endpoint: &LlmEndpoint) -> String {
 }
 
 /// An error with its causes, which is where reqwest keeps the useful part.
-fn error_chain(error: &dyn std::error::Error) -> String {
+pub(super) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

@@ -26,6 +26,16 @@ impl Usage {
         }
     }
 
+    /// Both figures together (two answers of one call); estimated if either was.
+    pub fn plus(self, other: Usage) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens + other.prompt_tokens,
+            completion_tokens: self.completion_tokens + other.completion_tokens,
+            total_tokens: self.total_tokens + other.total_tokens,
+            estimated: self.estimated || other.estimated,
+        }
+    }
+
     /// An estimate from the text sent and received: ceil(chars / 4) each.
     pub fn estimate(prompt_chars: usize, completion_chars: usize) -> Self {
         let tokens = |chars: usize| chars.div_ceil(4) as u64;

@@ -49,6 +49,9 @@ pub(crate) struct Response {
 #[derive(Debug, Deserialize)]
 pub(crate) struct Choice {
     pub message: Message,
+    /// `stop`, `length` (the token budget ran out), ...; absent on some servers.
+    #[serde(default)]
+    pub finish_reason: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -3,14 +3,17 @@
 //! The rule (ARCHITECTURE §7-8): a purpose without its own endpoint uses `llm.default`; with no
 //! model configured at all, cairn starts the simulator in-process (generic mode, on a loopback
 //! port) and talks to it over HTTP like any other model, so a fresh machine does real work end
-//! to end, every answer labelled simulated. With no tools file, the simulator's generic tools
-//! are the registry.
+//! to end, every answer labelled simulated; with no tools file, the simulator's generic tools
+//! are then the registry. A configured (real) model needs a tools file: without one, start-up
+//! fails with [`WiringError::NoToolsFile`] rather than quietly handing a real model the
+//! simulator's tools.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::config::Config;
-use crate::llm::{Endpoints, LlmClient, LlmError, RetryPolicy};
+use crate::llm::{EndpointProbe, Endpoints, LlmClient, LlmError, ModelProbe, RetryPolicy};
 use crate::sim::{Scenario, SimError, SimServer};
 use crate::tools::{RegistryError, ToolRegistry};
 
@@ -30,6 +33,12 @@ pub struct Clients {
 pub enum WiringError {
     #[error("model configuration: {0}")]
     Llm(String),
+    #[error(
+        "a model endpoint is configured (CAIRN_LLM_*) but no tool registry: set CAIRN_TOOLS_FILE \
+         (tools_file in the config file) to the tools it may call; the simulator's tools are \
+         used only when no model is configured"
+    )]
+    NoToolsFile,
     #[error(transparent)]
     Client(#[from] LlmError),
     #[error(transparent)]
@@ -44,37 +53,54 @@ impl Clients {
     /// simulator).
     pub fn from_config(config: &Config) -> Result<Clients, WiringError> {
         let endpoints = Endpoints::from_config(&config.llm).map_err(WiringError::Llm)?;
-        let sim = if endpoints.is_none() || config.tools_file.is_none() {
-            let addr = SocketAddr::from(([127, 0, 0, 1], 0));
-            Some(SimServer::spawn(Scenario::generic(), addr)?)
-        } else {
-            None
-        };
-        let (endpoints, simulated_model) = match (endpoints, &sim) {
-            (Some(endpoints), _) => (endpoints, false),
-            (None, Some(sim)) => {
-                tracing::warn!(
-                    base_url = %sim.base_url(),
-                    "no model configured: using the built-in simulator; every answer is simulated"
-                );
-                (Endpoints::uniform(sim.llm_endpoint()), true)
-            }
-            (None, None) => {
-                return Err(WiringError::Llm("no model and no simulator".into()));
-            }
-        };
-        let tools = match (&config.tools_file, &sim) {
-            (Some(path), _) => Arc::new(ToolRegistry::load(path)?),
-            (None, Some(sim)) => sim.registry(),
-            (None, None) => Arc::new(ToolRegistry::default()),
+        if let Some(endpoints) = endpoints {
+            let path = config.tools_file.as_ref().ok_or(WiringError::NoToolsFile)?;
+            return Ok(Clients {
+                llm: LlmClient::new(endpoints, RetryPolicy::default())?,
+                tools: Arc::new(ToolRegistry::load(path)?),
+                sim_base_url: None,
+                simulated_model: false,
+            });
+        }
+        let sim = SimServer::spawn(Scenario::generic(), SocketAddr::from(([127, 0, 0, 1], 0)))?;
+        tracing::warn!(
+            base_url = %sim.base_url(),
+            "no model configured: using the built-in simulator; every answer is simulated"
+        );
+        let tools = match &config.tools_file {
+            Some(path) => Arc::new(ToolRegistry::load(path)?),
+            None => sim.registry(),
         };
         Ok(Clients {
-            llm: LlmClient::new(endpoints, RetryPolicy::default())?,
+            llm: LlmClient::new(
+                Endpoints::uniform(sim.llm_endpoint()),
+                RetryPolicy::default(),
+            )?,
             tools,
-            sim_base_url: sim.map(SimServer::detach),
-            simulated_model,
+            sim_base_url: Some(sim.detach()),
+            simulated_model: true,
         })
     }
+}
+
+/// How long `/readyz` waits for each model endpoint.
+pub const MODEL_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The `/readyz` model probe: `Some` when `readyz_check_models` is on and a model is
+/// configured (the in-process simulator is not probed).
+pub fn model_probe(config: &Config) -> Result<Option<Arc<dyn ModelProbe>>, WiringError> {
+    if !config.readyz_check_models {
+        return Ok(None);
+    }
+    let Some(endpoints) = Endpoints::from_config(&config.llm).map_err(WiringError::Llm)? else {
+        tracing::info!("readyz_check_models is set but no model is configured: nothing to probe");
+        return Ok(None);
+    };
+    let client = LlmClient::new(endpoints, RetryPolicy::default())?;
+    Ok(Some(Arc::new(EndpointProbe {
+        client,
+        timeout: MODEL_PROBE_TIMEOUT,
+    })))
 }
 
 #[cfg(test)]
@@ -99,6 +125,18 @@ mod tests {
         assert!(answer.simulated);
     }
 
+    fn with_model(mut config: Config) -> Config {
+        config.llm.insert(
+            "default".into(),
+            LlmEndpoint {
+                base_url: "http://127.0.0.1:1".into(),
+                api_key: crate::secret::Secret::new("sk-wiring-secret"),
+                model: "m".into(),
+            },
+        );
+        config
+    }
+
     #[tokio::test]
     async fn a_configured_model_with_a_tools_file_starts_no_simulator() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -109,20 +147,46 @@ mod tests {
              side_effects = false\nargs_schema = { type = \"object\" }\n",
         )
         .expect("write");
-        let mut config = Config {
+        let config = with_model(Config {
             tools_file: Some(path),
             ..Config::default()
-        };
-        config.llm.insert(
-            "default".into(),
-            LlmEndpoint {
-                base_url: "http://127.0.0.1:1".into(),
-                api_key: Default::default(),
-                model: "m".into(),
-            },
-        );
+        });
         let clients = Clients::from_config(&config).expect("wired");
         assert!(clients.sim_base_url.is_none() && !clients.simulated_model);
         assert_eq!(clients.tools.len(), 1);
+    }
+
+    /// The rule changed: a real model no longer falls back to the simulator's tools.
+    #[tokio::test]
+    async fn a_configured_model_without_a_tools_file_is_an_error_naming_the_variable() {
+        let error = Clients::from_config(&with_model(Config::default())).expect_err("refused");
+        assert!(matches!(error, WiringError::NoToolsFile), "{error}");
+        let message = error.to_string();
+        assert!(message.contains("CAIRN_TOOLS_FILE"), "{message}");
+        assert!(!message.contains('\n') && !message.contains("sk-wiring-secret"));
+    }
+
+    #[tokio::test]
+    async fn the_model_probe_is_built_only_when_asked_and_a_model_is_configured() {
+        assert!(
+            model_probe(&with_model(Config::default()))
+                .expect("ok")
+                .is_none()
+        );
+        let asked = Config {
+            readyz_check_models: true,
+            ..Config::default()
+        };
+        assert!(
+            model_probe(&asked).expect("ok").is_none(),
+            "no model: nothing to probe"
+        );
+        let probe = model_probe(&with_model(asked))
+            .expect("ok")
+            .expect("a probe");
+        // Nothing listens on port 1: the default endpoint is reported for every purpose.
+        let failures = probe.unreachable().await;
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert_eq!(failures[0].purposes, Purpose::ALL.to_vec());
     }
 }
