@@ -68,9 +68,7 @@ impl ModelPort for LlmModels {
 
 fn model_error(error: &LlmError) -> PortError {
     let kind = match error.class() {
-        FailureClass::Transient if matches!(error, LlmError::Connect { .. }) => {
-            FailureKind::Unreachable
-        }
+        FailureClass::Transient if error.is_unreachable() => FailureKind::Unreachable,
         FailureClass::Transient => FailureKind::Transient,
         FailureClass::Permanent => FailureKind::Permanent,
         FailureClass::InvalidOutput => FailureKind::InvalidOutput,
