@@ -1,0 +1,146 @@
+//! Verification that cannot be talked into success, through the HTTP API against the
+//! simulator's scenario files (and, for an unreachable model, a real `cairn serve`):
+//! an answer with no tool receipt is not verified, no verdict is not a success, and model
+//! failures are named in the result.
+// Test code: a failed set-up is a failed test, and it may read the wall clock.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
+
+mod common;
+mod engine_stack;
+mod serve_process;
+
+use std::time::Duration;
+
+use engine_stack::Stack;
+use serde_json::{Value, json};
+use serve_process::{Db, Serve};
+
+fn model_calls(stats: &Value, purpose: &str) -> u64 {
+    stats["llm"]["by_purpose"][purpose].as_u64().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_direct_answer_with_no_tool_receipt_is_not_verified() {
+    let stack = Stack::start("direct_no_evidence.json").await;
+    let id = stack
+        .submit("Look up who owns services A and B", "direct", 50_000)
+        .await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "failed", "{task:#}");
+    assert_eq!(task["result"]["verified"], false);
+    assert_eq!(task["result"]["cause"], "no_evidence");
+    let stats: Value = reqwest::get(format!("{}/sim/stats", stack.sim.base_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    // The claim was never shown to the verifier: programmatic evidence came first.
+    assert_eq!(model_calls(&stats, "tactical"), 1, "{stats:#}");
+    assert_eq!(model_calls(&stats, "verifier"), 0, "{stats:#}");
+    // Every model call carried its answer's schema and a prompt version.
+    let events = stack.events(&id).await;
+    let round = events
+        .iter()
+        .find(|e| e["kind"] == "direct.round")
+        .expect("a direct round");
+    assert!(
+        round["data"]["prompt"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("direct@")),
+        "{round:#}"
+    );
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_verdict_means_not_verified_never_succeeded() {
+    let stack = Stack::start("verifier_unusable.json").await;
+    let id = stack
+        .submit("Look up who owns service A", "direct", 50_000)
+        .await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "failed", "{task:#}");
+    assert_eq!(task["result"]["verified"], Value::Null);
+    assert_eq!(task["result"]["cause"], "unverified");
+    assert!(
+        task["result"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("unverified")),
+        "{task:#}"
+    );
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreachable_model_is_named_in_the_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools.toml");
+    std::fs::write(
+        &tools,
+        "[[tools]]\nname = \"lookup\"\ndescription = \"Look something up.\"\n\
+         url = \"http://127.0.0.1:1/lookup\"\nside_effects = false\n\
+         args_schema = { type = \"object\" }\n",
+    )
+    .unwrap();
+    let db = dir.path().join("cairn.db");
+    let tools_path = tools.display().to_string();
+    let serve = Serve::start(
+        Db::Sqlite(&db),
+        &[
+            // Nothing listens on port 1: every model call fails to connect.
+            ("CAIRN_LLM_DEFAULT_BASE_URL", "http://127.0.0.1:1"),
+            ("CAIRN_LLM_DEFAULT_MODEL", "none"),
+            ("CAIRN_TOOLS_FILE", tools_path.as_str()),
+        ],
+    )
+    .await;
+    let base = format!("http://{}", serve.addr);
+    let client = reqwest::Client::new();
+    let created: Value = client
+        .post(format!("{base}/v1/tasks"))
+        .json(
+            &json!({"goal": "Look up who owns service A", "strategy": "direct",
+                      "budget": {"tokens": 10_000, "tool_calls": 10, "wall_ms": 120_000}}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().unwrap().to_string();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    let task = loop {
+        let task: Value = client
+            .get(format!("{base}/v1/tasks/{id}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if matches!(
+            task["status"].as_str(),
+            Some("succeeded" | "failed" | "budget_exhausted")
+        ) {
+            break task;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{task:#}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(task["status"], "failed", "{task:#}");
+    assert_eq!(task["result"]["cause"], "model_unreachable", "{task:#}");
+    assert!(
+        task["result"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("model_unreachable")),
+        "{task:#}"
+    );
+    serve.kill().await;
+}
