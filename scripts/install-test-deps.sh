@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Installs the third-party OpenAI-compatible mock server that tests/llm_third_party.rs runs the
-# LLM client against (fakellm, from PyPI), into a git-ignored virtualenv at .deps/fakellm.
+# Installs the test-only dependencies into the git-ignored .deps/:
+# - the third-party OpenAI-compatible mock server that tests/llm_third_party.rs runs the LLM
+#   client against (fakellm, from PyPI), in a virtualenv at .deps/fakellm; the test finds it at
+#   .deps/fakellm/bin/fakellm (override with CAIRN_FAKELLM_BIN);
+# - the real local model of tests/live_model.rs (Qwen2.5-Coder-0.5B-Instruct Q4_K_M and the
+#   xllamacpp server), by scripts/install-model.sh, into .deps/llama and .deps/models (override
+#   with CAIRN_LIVE_PYTHON and CAIRN_LIVE_MODEL).
 #
-# Idempotent and fast when already installed: it only checks the pinned version and exits.
-# The test finds the server at .deps/fakellm/bin/fakellm (override with CAIRN_FAKELLM_BIN).
+# Idempotent and fast when already installed: it only checks the pinned versions and the
+# model's sha256. Fails (non-zero) when anything cannot be installed.
 set -euo pipefail
 
 FAKELLM_VERSION="0.3.5"
@@ -19,20 +24,26 @@ print(version("fakellm"))
 PY
 }
 
-if [ "$(installed_version || true)" = "$FAKELLM_VERSION" ] && [ -x "$VENV/bin/fakellm" ]; then
-  echo "install-test-deps: fakellm $FAKELLM_VERSION already installed in $VENV"
-  exit 0
-fi
+install_fakellm() {
+  if [ "$(installed_version || true)" = "$FAKELLM_VERSION" ] && [ -x "$VENV/bin/fakellm" ]; then
+    echo "install-test-deps: fakellm $FAKELLM_VERSION already installed in $VENV"
+    return 0
+  fi
 
-if ! command -v "$PYTHON" >/dev/null 2>&1; then
-  echo "install-test-deps: $PYTHON not found; install Python 3.10+ first" >&2
-  exit 1
-fi
+  if ! command -v "$PYTHON" >/dev/null 2>&1; then
+    echo "install-test-deps: $PYTHON not found; install Python 3.10+ first" >&2
+    exit 1
+  fi
 
-echo "install-test-deps: installing fakellm $FAKELLM_VERSION into $VENV"
-rm -rf "$VENV"
-mkdir -p "$ROOT/.deps"
-"$PYTHON" -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-  "fakellm==$FAKELLM_VERSION"
-"$VENV/bin/fakellm" --version
+  echo "install-test-deps: installing fakellm $FAKELLM_VERSION into $VENV"
+  rm -rf "$VENV"
+  mkdir -p "$ROOT/.deps"
+  "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+    "fakellm==$FAKELLM_VERSION"
+  "$VENV/bin/fakellm" --version
+}
+
+install_fakellm
+# The live-model test's model and server (0.5B: the one the tests use).
+"$ROOT/scripts/install-model.sh" 0.5b
