@@ -4,7 +4,7 @@
 //! override the paths).
 //!
 //! The stack: `scripts/model_server.py` serves the model; an in-process recording proxy sits in
-//! front of it and of the simulated tools (`cairn sim`, `tests/fixtures/live_owners.json`: a
+//! front of it and of the simulated tools (`cairn sim`, `scenarios/service_directory.json`: a
 //! service directory whose owners no model can guess, and a note sender with side effects);
 //! `cairn serve` (SQLite) talks to both through the proxy. Tasks are submitted over the HTTP API
 //! and awaited to their terminal state.
@@ -41,7 +41,7 @@ use cairn::domain::validate::{KnownTools, validate};
 use live_support::{Exchange, ModelServer, Proxy, Serve, Sim, http, log_dir, root};
 use serde_json::{Value, json};
 
-/// The simulated directory (tests/fixtures/live_owners.json).
+/// The simulated directory (scenarios/service_directory.json).
 const OWNERS: &[(&str, &str)] = &[
     ("A", "Priya Raman"),
     ("B", "Tomasz Kowal"),
@@ -484,7 +484,7 @@ async fn a_real_model_runs_tasks_without_false_success() {
         model.load_time.as_secs_f64(),
         model.base_url
     );
-    let sim = Sim::start(&root().join("tests/fixtures/live_owners.json")).await;
+    let sim = Sim::start(&root().join("scenarios/service_directory.json")).await;
     let proxy = Proxy::start(&model.base_url, &sim.base_url).await;
     let dir = tempfile::tempdir().expect("temp dir");
     let tools_file = dir.path().join("tools.json");
