@@ -30,6 +30,7 @@ pub fn gate() -> Value {
 /// A strategic plan (`domain::plan::Plan::from_value`) over the registered `tools`.
 pub fn strategic(tools: &[&ToolSpec]) -> Value {
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    let runners = runners(tools);
     json!({
         "type": "object",
         "properties": {
@@ -39,12 +40,12 @@ pub fn strategic(tools: &[&ToolSpec]) -> Value {
                     "type": "object",
                     "properties": {
                         "id": {"type": "string", "minLength": 1, "maxLength": 40},
-                        "title": {"type": "string", "minLength": 1},
+                        "title": {"type": "string", "minLength": 1, "maxLength": 100},
                         "depends_on": {"type": "array", "items": {"type": "string"}},
                         "effort": {"type": "integer", "minimum": 1, "maximum": 10},
                         "tools": {"type": "array", "items": one_of_names(&names)},
-                        "outcome": {"type": "string"},
-                        "accept": check(&names, true)
+                        "outcome": {"type": "string", "maxLength": 200},
+                        "accept": check(&runners, true)
                     },
                     "required": ["id", "title", "depends_on", "effort", "tools", "outcome", "accept"],
                     "additionalProperties": false
@@ -56,8 +57,28 @@ pub fn strategic(tools: &[&ToolSpec]) -> Value {
     })
 }
 
-/// The five check shapes (`domain::check::Check`); `all` nests one level.
-fn check(tools: &[&str], nest: bool) -> Value {
+/// The tools a `command` check may call: command runners (by name or description: `run`,
+/// `command`, `exit code`). A `command` check calls a registered runner, never an arbitrary
+/// tool; with no runner registered the shape is not offered at all.
+fn runners<'a>(tools: &[&'a ToolSpec]) -> Vec<&'a str> {
+    tools
+        .iter()
+        .filter(|t| {
+            let name = t.name.to_lowercase();
+            let description = t.description.to_lowercase();
+            name == "run"
+                || name.contains("runner")
+                || name.contains("command")
+                || description.contains("exit code")
+                || description.contains("exit_code")
+        })
+        .map(|t| t.name.as_str())
+        .collect()
+}
+
+/// The check shapes (`domain::check::Check`); `all` nests one level; `command` only over
+/// `runners`.
+fn check(runners: &[&str], nest: bool) -> Value {
     let mut shapes = vec![
         json!({"type": "object", "properties": {
             "type": {"const": "artifact"}, "name": {"type": "string", "minLength": 1},
@@ -68,17 +89,20 @@ fn check(tools: &[&str], nest: bool) -> Value {
             "schema": {"type": "object"}},
             "required": ["type", "artifact", "schema"], "additionalProperties": false}),
         json!({"type": "object", "properties": {
-            "type": {"const": "command"}, "tool": one_of_names(tools),
-            "args": {"type": "object"}, "exit_code": {"type": "integer"}},
-            "required": ["type", "tool"], "additionalProperties": false}),
-        json!({"type": "object", "properties": {
-            "type": {"const": "verifier"}, "prompt": {"type": "string", "minLength": 1}},
+            "type": {"const": "verifier"}, "prompt": {"type": "string", "minLength": 1,
+                                                      "maxLength": 300}},
             "required": ["type", "prompt"], "additionalProperties": false}),
     ];
+    if !runners.is_empty() {
+        shapes.push(json!({"type": "object", "properties": {
+            "type": {"const": "command"}, "tool": one_of_names(runners),
+            "args": {"type": "object"}, "exit_code": {"type": "integer"}},
+            "required": ["type", "tool"], "additionalProperties": false}));
+    }
     if nest {
         shapes.push(json!({"type": "object", "properties": {
             "type": {"const": "all"},
-            "checks": {"type": "array", "minItems": 1, "items": check(tools, false)}},
+            "checks": {"type": "array", "minItems": 1, "items": check(runners, false)}},
             "required": ["type", "checks"], "additionalProperties": false}));
     }
     json!({"oneOf": shapes})
@@ -149,6 +173,10 @@ fn done() -> Value {
 
 /// One round of the direct act loop: tool calls, or the answer.
 pub fn direct(tools: &[&ToolSpec]) -> Value {
+    if tools.is_empty() {
+        // The last round: only the answer.
+        return done();
+    }
     json!({"oneOf": [
         {"type": "object",
          "properties": {"steps": {"type": "array", "minItems": 1, "maxItems": 3,

@@ -174,3 +174,31 @@ fn baseline_examples_validate() {
     valid(&v1(&refs), &list).expect("v1");
     serde_json::from_value::<StepList>(list).expect("v1 steps parse");
 }
+
+#[test]
+fn command_checks_are_offered_only_over_runner_tools() {
+    let specs = tools();
+    let refs: Vec<&ToolSpec> = specs.iter().collect();
+    let plan = |accept: Value| {
+        json!({"milestones": [{"id": "m1", "title": "t", "depends_on": [], "effort": 1,
+                               "tools": ["lookup"], "outcome": "o", "accept": accept}]})
+    };
+    // What the 0.5B model wrote: a `command` check calling the lookup tool.
+    let lookup_as_command =
+        json!({"type": "command", "tool": "lookup", "args": {}, "exit_code": 0});
+    assert!(valid(&strategic(&refs), &plan(lookup_as_command)).is_err());
+    let mut with_runner = tools();
+    with_runner.push(ToolSpec {
+        name: "run".into(),
+        description: "Runs a command; answers its exit code.".into(),
+        schema: json!({"type": "object"}),
+        side_effects: true,
+    });
+    let refs: Vec<&ToolSpec> = with_runner.iter().collect();
+    let make_test = json!({"type": "command", "tool": "run", "args": {"cmd": "make test"},
+                           "exit_code": 0});
+    valid(&strategic(&refs), &plan(make_test)).expect("a runner's command check");
+    // The last direct round offers only the answer.
+    valid(&direct(&[]), &json!({"done": true, "answer": "Paris"})).expect("an answer");
+    assert!(valid(&direct(&[]), &example(&prompts::DIRECT, 0)).is_err());
+}

@@ -65,10 +65,7 @@ pub async fn run(cx: &Attempt) -> Result<RunOutcome, Halt> {
             )
             .await;
         }
-        if direct.answer.is_some()
-            || direct.rounds >= cx.config.direct_max_rounds
-            || direct.tool_calls >= cx.config.direct_max_tool_calls
-        {
+        if direct.answer.is_some() || direct.rounds >= cx.config.direct_max_rounds {
             return conclude(cx, direct).await;
         }
         if cx.stopping() {
@@ -77,13 +74,18 @@ pub async fn run(cx: &Attempt) -> Result<RunOutcome, Halt> {
                 _ => RunOutcome::Yielded,
             });
         }
-        let steps = round(cx, &direct, &all_tools).await?;
+        // Out of tool calls, or at the last round: the model is asked for its answer only, so
+        // the loop ends with what the observations support rather than with no answer.
+        let last = direct.tool_calls >= cx.config.direct_max_tool_calls
+            || direct.rounds + 1 >= cx.config.direct_max_rounds;
+        let tools: &[String] = if last { &[] } else { &all_tools };
+        let steps = round(cx, &direct, tools).await?;
         for (index, step) in steps.iter().enumerate() {
             let calls = load(cx.journal.read(|s| s.direct.clone()).await.as_ref()).tool_calls;
             if calls >= cx.config.direct_max_tool_calls {
                 break;
             }
-            execute(cx, direct.rounds + 1, index, step, &all_tools).await?;
+            execute(cx, direct.rounds + 1, index, step, tools).await?;
         }
     }
 }
@@ -97,7 +99,8 @@ async fn round(
     let round = direct.rounds + 1;
     let input = json!({"goal": cx.task().goal, "tools": cx.tool_schemas(all_tools),
                        "observations": direct.observations,
-                       "tool_calls_left": cx.config.direct_max_tool_calls.saturating_sub(direct.tool_calls)});
+                       "tool_calls_left": cx.config.direct_max_tool_calls.saturating_sub(direct.tool_calls),
+                       "answer_now": all_tools.is_empty()});
     let asked = cx
         .ask(Question {
             purpose: Purpose::Tactical,
