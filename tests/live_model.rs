@@ -19,6 +19,12 @@
 //!   with a schema that says more than `{"type": "object"}`;
 //! - every task ends within its deadline.
 //!
+//! Cases: (a) a knowledge question and (b) a one-lookup question (strategy auto), (c) notes to
+//! the owners of A and B and (d) a three-milestone dependent chain (strategy v2); with
+//! `CAIRN_LIVE_ALL=1` also (e), (c) on the direct route. `CAIRN_LIVE_PARALLEL` (default 2) tasks
+//! run at a time; `CAIRN_LIVE_TASK_DEADLINE_S` (default 240) bounds each (its wall budget is
+//! 30 s less).
+//!
 //! It prints one summary line per task (status, verified, model calls, tokens, wall time) and
 //! one line per model call (purpose, latency, tokens). Logs and every recorded exchange are kept
 //! under `target/tmp/live_model/`.
@@ -82,6 +88,7 @@ struct Case {
     world: Goal,
 }
 
+/// The cases run by default; `CAIRN_LIVE_ALL=1` adds [`EXTRA_CASES`].
 const CASES: &[Case] = &[
     Case {
         label: "a:knowledge",
@@ -125,19 +132,21 @@ const CASES: &[Case] = &[
             notified: &["C", "A"],
         },
     },
-    Case {
-        label: "e:two-owner-notes-direct",
-        goal: "Look up who owns services A and B, then write a note to each owner saying \
-               their service will be restarted tonight",
-        strategy: "direct",
-        tokens: 40_000,
-        tool_calls: 10,
-        world: Goal::Notes {
-            looked_up: &["A", "B"],
-            notified: &["A", "B"],
-        },
-    },
 ];
+
+/// (c) on the direct route: longer, so only with `CAIRN_LIVE_ALL=1`.
+const EXTRA_CASES: &[Case] = &[Case {
+    label: "e:two-owner-notes-direct",
+    goal: "Look up who owns services A and B, then write a note to each owner saying \
+               their service will be restarted tonight",
+    strategy: "direct",
+    tokens: 40_000,
+    tool_calls: 10,
+    world: Goal::Notes {
+        looked_up: &["A", "B"],
+        notified: &["A", "B"],
+    },
+}];
 
 /// How one task ended.
 #[derive(Debug)]
@@ -425,11 +434,12 @@ fn summary(outcome: &Outcome, model_calls: &[&Exchange], tool_calls: &[&Exchange
         model_ms += call.latency_ms;
         max_ms = max_ms.max(call.latency_ms);
     }
+    let gone = model_calls.iter().filter(|c| c.client_gone).count();
     let count = |tool: &str| tool_calls.iter().filter(|c| c.is_tool_call(tool)).count();
     let status = outcome.task["status"].as_str().unwrap_or("?");
     format!(
         "live: {:<26} status={status}{} verified={} route={} plan_versions={} model_calls={} \
-         tokens={total} (prompt {prompt}, completion {completion}) model_time={:.1}s \
+         (abandoned {gone}) tokens={total} (prompt {prompt}, completion {completion}) model_time={:.1}s \
          (max {:.1}s) tool_calls: lookup={} write_note={} wall={:.1}s reason={:?}",
         outcome.case.label,
         if outcome.timed_out {
@@ -458,7 +468,7 @@ fn print_calls(label: &str, model_calls: &[&Exchange]) {
     for call in model_calls {
         let (p, c, _) = call.usage().unwrap_or_default();
         println!(
-            "live:   {label} call #{} {} milestone={} attempt={} http={} {} ms prompt={p} \
+            "live:   {label} call #{} {} milestone={} attempt={} http={} {} ms{} prompt={p} \
              completion={c} schema={}",
             call.seq,
             call.purpose.as_deref().unwrap_or("?"),
@@ -466,6 +476,11 @@ fn print_calls(label: &str, model_calls: &[&Exchange]) {
             call.attempt.as_deref().unwrap_or("-"),
             call.status,
             call.latency_ms,
+            if call.client_gone {
+                " (cairn gave up)"
+            } else {
+                ""
+            },
             schema_problem(call).map_or("ok".to_string(), |_| "MISSING".to_string()),
         );
     }
@@ -513,7 +528,9 @@ async fn a_real_model_runs_tasks_without_false_success() {
     // Run the cases, `parallel` at a time, in order.
     let permits = Arc::new(tokio::sync::Semaphore::new(parallel as usize));
     let mut running = Vec::new();
-    for case in CASES {
+    let all = std::env::var("CAIRN_LIVE_ALL").is_ok_and(|v| v == "1");
+    let extra: &[Case] = if all { EXTRA_CASES } else { &[] };
+    for case in CASES.iter().chain(extra) {
         let permit = permits.clone().acquire_owned().await.expect("semaphore");
         let base = serve.base_url.clone();
         let case = *case;
@@ -528,6 +545,7 @@ async fn a_real_model_runs_tasks_without_false_success() {
         outcomes.push(handle.await.expect("case task"));
     }
 
+    let open = proxy.settle(Duration::from_secs(150)).await;
     let records = proxy.records();
     std::fs::write(
         log_dir().join("exchanges.json"),
@@ -551,6 +569,14 @@ async fn a_real_model_runs_tasks_without_false_success() {
             .filter(|r| r.upstream == "tools")
             .collect();
         println!("{}", summary(outcome, &model_calls, &tool_calls));
+        let report = TaskReport::read(outcome.task.get("result"));
+        if report.verified == Some(true) && !report.verified_success() {
+            // Not a false success (the task did not succeed), but a report worth a look.
+            println!(
+                "live:   NOTE {}: ended {} with verified=true",
+                outcome.case.label, outcome.task["status"]
+            );
+        }
         print_calls(outcome.case.label, &model_calls);
         if outcome.timed_out {
             violations.push(format!(
@@ -564,6 +590,11 @@ async fn a_real_model_runs_tasks_without_false_success() {
     }
     let model_calls: Vec<&Exchange> = records.iter().filter(|r| r.is_model_call()).collect();
     check_schemas(&model_calls, &mut violations);
+    if open > 0 {
+        violations.push(format!(
+            "{open} forwarded request(s) still had no answer at the end; the records are incomplete"
+        ));
+    }
     let notes = &stats["tools"]["write_note"];
     println!("live: sim tools {}", stats["tools"]);
     if notes["calls"] != notes["distinct_keys"] {

@@ -10,6 +10,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -218,6 +219,8 @@ pub struct Exchange {
     pub status: u16,
     pub response: Value,
     pub latency_ms: u64,
+    /// The client (cairn) gave up before the answer came, e.g. on its per-call timeout.
+    pub client_gone: bool,
 }
 
 impl Exchange {
@@ -257,6 +260,8 @@ struct ProxyState {
     tools: String,
     http: reqwest::Client,
     records: Mutex<Vec<Exchange>>,
+    /// Exchanges forwarded and not yet answered.
+    in_flight: AtomicUsize,
 }
 
 /// Forwards `/tools/*` and `/sim/*` to the simulator and everything else to the model server,
@@ -278,6 +283,7 @@ impl Proxy {
                 .build()
                 .expect("proxy HTTP client"),
             records: Mutex::new(Vec::new()),
+            in_flight: AtomicUsize::new(0),
         });
         let app = axum::Router::new()
             .fallback(forward)
@@ -293,6 +299,19 @@ impl Proxy {
             base_url: format!("http://{addr}"),
             state,
             task,
+        }
+    }
+
+    /// Waits (at most `wait`) until every forwarded request has its answer (abandoned ones
+    /// included), so the records are complete; returns how many are still open.
+    pub async fn settle(&self, wait: Duration) -> usize {
+        let until = Instant::now() + wait;
+        loop {
+            let open = self.state.in_flight.load(Ordering::SeqCst);
+            if open == 0 || Instant::now() > until {
+                return open;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 
@@ -324,12 +343,59 @@ fn body_value(bytes: &[u8]) -> Value {
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
 }
 
+/// Sets its flag when dropped: the handler's future went away (the client gave up) before the
+/// answer came.
+struct GoneOnDrop {
+    flag: Arc<AtomicBool>,
+    armed: bool,
+}
+
+impl Drop for GoneOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            self.flag.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// The exchange runs in its own task, so a request whose client gives up (cairn's per-call
+/// timeout) is still forwarded to its end and recorded, marked `client_gone`.
 async fn forward(
     State(state): State<Arc<ProxyState>>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
+) -> Response {
+    let gone = Arc::new(AtomicBool::new(false));
+    let mut guard = GoneOnDrop {
+        flag: gone.clone(),
+        armed: true,
+    };
+    state.in_flight.fetch_add(1, Ordering::SeqCst);
+    let job = tokio::spawn(async move {
+        let response = exchange(state.clone(), method, uri, headers, body, gone).await;
+        state.in_flight.fetch_sub(1, Ordering::SeqCst);
+        response
+    });
+    let response = match job.await {
+        Ok(response) => response,
+        Err(error) => {
+            (StatusCode::BAD_GATEWAY, format!("recording proxy: {error}")).into_response()
+        }
+    };
+    // The answer is being sent: the client waited for it.
+    guard.armed = false;
+    response
+}
+
+async fn exchange(
+    state: Arc<ProxyState>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+    gone: Arc<AtomicBool>,
 ) -> Response {
     let path = uri.path().to_string();
     let (upstream, base) = if path.starts_with("/tools/") || path.starts_with("/sim/") {
@@ -410,6 +476,7 @@ async fn forward(
         status,
         response: recorded,
         latency_ms,
+        client_gone: gone.load(Ordering::SeqCst),
     });
     response
 }
