@@ -105,6 +105,15 @@ impl Attempt {
         }
     }
 
+    /// The registered tools with side effects (what the gate's heuristic calls writers).
+    pub fn writers(&self) -> Vec<&str> {
+        self.specs
+            .values()
+            .filter(|t| t.side_effects)
+            .map(|t| t.name.as_str())
+            .collect()
+    }
+
     /// Every registered tool.
     pub fn all_specs(&self) -> Vec<&ToolSpec> {
         self.specs.values().collect()

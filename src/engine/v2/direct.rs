@@ -290,15 +290,7 @@ async fn needs_tools(cx: &Attempt) -> bool {
         .journal
         .read(|s| s.gate.as_ref().and_then(|g| g.features.clone()))
         .await;
-    let features = recorded.unwrap_or_else(|| {
-        let writers: Vec<&str> = cx
-            .specs
-            .values()
-            .filter(|t| t.side_effects)
-            .map(|t| t.name.as_str())
-            .collect();
-        heuristic_features(&cx.task().goal, &writers)
-    });
+    let features = recorded.unwrap_or_else(|| heuristic_features(&cx.task().goal, &cx.writers()));
     features.est_tool_calls > 0 || features.touches_writes
 }
 

@@ -65,15 +65,7 @@ pub async fn decide(cx: &Attempt) -> Result<Route, Halt> {
                     source: FeatureSource::Model,
                     ..features
                 },
-                None => {
-                    let writers: Vec<&str> = cx
-                        .specs
-                        .values()
-                        .filter(|t| t.side_effects)
-                        .map(|t| t.name.as_str())
-                        .collect();
-                    heuristic_features(&task.goal, &writers)
-                }
+                None => heuristic_features(&task.goal, &cx.writers()),
             };
             features.direct_history = Some(direct_history(cx, &features.goal_kind).await);
             let decided = route(features, &thresholds(&cx.config));
