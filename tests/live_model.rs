@@ -21,9 +21,10 @@
 //!
 //! Cases: (a) a knowledge question and (b) a one-lookup question (strategy auto), (c) notes to
 //! the owners of A and B and (d) a three-milestone dependent chain (strategy v2); with
-//! `CAIRN_LIVE_ALL=1` also (e), (c) on the direct route. `CAIRN_LIVE_PARALLEL` (default 2) tasks
-//! run at a time; `CAIRN_LIVE_TASK_DEADLINE_S` (default 240) bounds each (its wall budget is
-//! 30 s less).
+//! `CAIRN_LIVE_ALL=1` also (e), (c) on the direct route. `CAIRN_LIVE_PARALLEL` (default 1: two tasks
+//! sharing two cores slow every call past the client's timeout) tasks run at a time;
+//! `CAIRN_LIVE_TASK_DEADLINE_S` (default 300) bounds each. Its wall budget is 150 s less: the
+//! engine checks the wall budget between calls, so one model call in flight may run past it.
 //!
 //! It prints one summary line per task (status, verified, model calls, tokens, wall time) and
 //! one line per model call (purpose, latency, tokens). Logs and every recorded exchange are kept
@@ -187,7 +188,7 @@ async fn run_case(base: String, case: Case, deadline: Duration) -> Outcome {
             "budget": {
                 "tokens": case.tokens,
                 "tool_calls": case.tool_calls,
-                "wall_ms": deadline.as_millis() as u64 - 30_000,
+                "wall_ms": (deadline.as_millis() as u64).saturating_sub(150_000).max(30_000),
             },
             "metadata": {"live_case": case.label},
         }))
@@ -489,8 +490,8 @@ fn print_calls(label: &str, model_calls: &[&Exchange]) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_real_model_runs_tasks_without_false_success() {
     let all_started = Instant::now();
-    let parallel = env_u64("CAIRN_LIVE_PARALLEL", 2).max(1);
-    let deadline = Duration::from_secs(env_u64("CAIRN_LIVE_TASK_DEADLINE_S", 240).max(60));
+    let parallel = env_u64("CAIRN_LIVE_PARALLEL", 1).max(1);
+    let deadline = Duration::from_secs(env_u64("CAIRN_LIVE_TASK_DEADLINE_S", 300).max(60));
 
     let model = ModelServer::start(parallel as u32, 8192 * parallel as u32).await;
     println!(
