@@ -62,6 +62,17 @@ pub enum Cause {
     ModelInvalidOutput,
 }
 
+impl Cause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::Unverified => "unverified",
+            Cause::NoEvidence => "no_evidence",
+            Cause::ModelUnreachable => "model_unreachable",
+            Cause::ModelInvalidOutput => "model_invalid_output",
+        }
+    }
+}
+
 /// The gate's part of a report: the route it took and the goal kind it saw.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]

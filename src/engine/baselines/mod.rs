@@ -28,7 +28,6 @@ use std::sync::atomic::AtomicBool;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::domain::event::kinds;
 use crate::domain::event::kinds::STEP_FINISHED;
 use crate::domain::ledger::Unit;
 use crate::domain::settings::EngineSettings;
@@ -238,11 +237,7 @@ pub async fn finish(cx: &Attempt, end: Finish) -> Result<RunOutcome, Halt> {
                 "discarded_steps": progress.discarded_steps,
             });
             let mut record = Record::default();
-            if let Some(kind) = kinds::for_terminal_status(status) {
-                record.push(kind, json!({"result": result}));
-            }
-            record.status = Some(status);
-            record.result = Some(result);
+            record.finish(status, result);
             Ok((record, ()))
         })
         .await?;

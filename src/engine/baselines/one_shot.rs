@@ -61,7 +61,7 @@ async fn run(cx: &crate::engine::runtime::attempt::Attempt) -> Result<RunOutcome
         };
         let error = asked.reply.as_ref().err().map(|e| e.message.clone());
         cx.journal
-            .record(|state| {
+            .record_prompted(&asked.prompt, |state| {
                 let mut record = Record::default();
                 ledger::charge(state, None, asked.spend, "one_shot", &mut record)?;
                 let mut progress = Progress::load(state);
@@ -72,7 +72,6 @@ async fn run(cx: &crate::engine::runtime::attempt::Attempt) -> Result<RunOutcome
                     STRATEGY_ROUND,
                     json!({"strategy": NAME, "round": 1, "answered": answer.is_some(), "error": error}),
                 );
-                record.prompted(&asked.prompt);
                 Ok((record, ()))
             })
             .await?;

@@ -112,7 +112,7 @@ async fn run(cx: &Attempt, max_rounds: u32) -> Result<RunOutcome, Halt> {
             _ => None,
         };
         cx.journal
-            .record(|state| {
+            .record_prompted(&asked.prompt, |state| {
                 let mut record = Record::default();
                 ledger::charge(state, None, asked.spend, "reactive", &mut record)?;
                 let mut progress = Progress::load(state);
@@ -135,7 +135,6 @@ async fn run(cx: &Attempt, max_rounds: u32) -> Result<RunOutcome, Halt> {
                     STRATEGY_ROUND,
                     json!({"strategy": NAME, "round": round, "move": summary}),
                 );
-                record.prompted(&asked.prompt);
                 Ok((record, ()))
             })
             .await?;

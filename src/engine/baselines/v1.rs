@@ -167,7 +167,7 @@ async fn write_list(cx: &Attempt, progress: &Progress, tools: &[String]) -> Resu
         .cloned();
     let error = asked.reply.as_ref().err().map(|e| e.message.clone());
     cx.journal
-        .record(|state| {
+        .record_prompted(&asked.prompt, |state| {
             let mut record = Record::default();
             ledger::charge(state, None, asked.spend, "v1", &mut record)?;
             state.metrics.plans_proposed += 1;
@@ -192,7 +192,6 @@ async fn write_list(cx: &Attempt, progress: &Progress, tools: &[String]) -> Resu
                 V1_LIST,
                 json!({"list": list, "steps": steps, "error": error}),
             );
-            record.prompted(&asked.prompt);
             Ok((record, ()))
         })
         .await?;

@@ -246,6 +246,15 @@ impl Record {
         self.events.push(NewEvent::new(kind, data));
     }
 
+    /// Ends the task with `status` and its `result`, with the terminal event that carries it.
+    pub fn finish(&mut self, status: TaskStatus, result: Value) {
+        if let Some(kind) = crate::domain::event::kinds::for_terminal_status(status) {
+            self.push(kind, serde_json::json!({"result": result}));
+        }
+        self.status = Some(status);
+        self.result = Some(result);
+    }
+
     /// Marks every event of this transition with the version of the prompt whose call it
     /// records (`"prompt": "strategic@1a2b3c4d"`), so evaluations compare like with like.
     pub fn prompted(&mut self, version: &str) {
@@ -296,6 +305,21 @@ impl Journal {
 
     pub async fn read<R>(&self, f: impl FnOnce(&TaskState) -> R) -> R {
         f(&*self.state.lock().await)
+    }
+
+    /// [`Journal::record`] for the transition of one model call: every event it writes is
+    /// marked with the call's prompt version ([`Record::prompted`]).
+    pub async fn record_prompted<R>(
+        &self,
+        prompt: &str,
+        mutate: impl FnOnce(&mut TaskState) -> Result<(Record, R), Halt>,
+    ) -> Result<(Applied, R), Halt> {
+        self.record(|state| {
+            let (mut record, out) = mutate(state)?;
+            record.prompted(prompt);
+            Ok((record, out))
+        })
+        .await
     }
 
     /// Applies `mutate` to a draft and commits it with the [`Record`] it returns, atomically.

@@ -15,6 +15,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::domain::report::Cause;
 use crate::domain::task::TaskId;
 
 /// Why a model is asked; each purpose can have its own model and the simulator scripts
@@ -125,6 +126,20 @@ impl PortError {
             message: message.into(),
             tokens: 0,
         }
+    }
+}
+
+/// The named cause of a phase whose every model call failed alike (`None` when there were no
+/// calls, when any answered, or when they failed differently). `failures` holds one entry per
+/// call: the failure's kind, `None` for an answer.
+pub fn model_cause(failures: &[Option<FailureKind>]) -> Option<Cause> {
+    let all = |kind| !failures.is_empty() && failures.iter().all(|k| *k == Some(kind));
+    if all(FailureKind::Unreachable) {
+        Some(Cause::ModelUnreachable)
+    } else if all(FailureKind::InvalidOutput) {
+        Some(Cause::ModelInvalidOutput)
+    } else {
+        None
     }
 }
 

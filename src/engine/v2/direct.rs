@@ -25,7 +25,7 @@ use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Asked, Attempt, brief};
 use crate::engine::runtime::checkpoint::{Record, TaskState};
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::{FailureKind, Purpose, ToolCall};
+use crate::engine::runtime::ports::{FailureKind, Purpose, ToolCall, model_cause};
 use crate::engine::{prompts, schemas};
 
 /// The milestone id the direct path uses in model headers, keys and events.
@@ -124,11 +124,8 @@ async fn round(
         .filter(|v| v.get("done").and_then(Value::as_bool) == Some(true))
         .map(|v| v.get("answer").cloned().unwrap_or(Value::Null));
     cx.journal
-        .record(|state| {
-            record_round(state, round, &asked, &steps, answer.as_ref()).map(|(mut record, out)| {
-                record.prompted(&asked.prompt);
-                (record, out)
-            })
+        .record_prompted(&asked.prompt, |state| {
+            record_round(state, round, &asked, &steps, answer.as_ref())
         })
         .await?;
     Ok(steps)
@@ -249,7 +246,7 @@ async fn conclude(cx: &Attempt, direct: DirectState) -> Result<RunOutcome, Halt>
             verified: None,
             reason: unanswered_reason(&direct),
             extra,
-            cause: model_cause(&direct),
+            cause: direct_model_cause(&direct),
         },
         Some(_) if needs_tools(cx).await && successful_calls(&direct) == 0 => Ending {
             status: TaskStatus::Failed,
@@ -303,7 +300,7 @@ fn successful_calls(direct: &DirectState) -> usize {
 }
 
 /// The model failure that kept the loop from answering, when every round failed alike.
-fn model_cause(direct: &DirectState) -> Option<Cause> {
+fn direct_model_cause(direct: &DirectState) -> Option<Cause> {
     let kinds: Vec<Option<FailureKind>> = direct
         .observations
         .iter()
@@ -313,16 +310,11 @@ fn model_cause(direct: &DirectState) -> Option<Cause> {
                 .and_then(|k| serde_json::from_value::<FailureKind>(k.clone()).ok())
         })
         .collect();
-    if kinds.is_empty() || kinds.len() < direct.rounds as usize {
+    // Every round must have failed: a round that answered leaves no `round` observation.
+    if kinds.len() < direct.rounds as usize {
         return None;
     }
-    if kinds.iter().all(|k| *k == Some(FailureKind::Unreachable)) {
-        Some(Cause::ModelUnreachable)
-    } else if kinds.iter().all(|k| *k == Some(FailureKind::InvalidOutput)) {
-        Some(Cause::ModelInvalidOutput)
-    } else {
-        None
-    }
+    model_cause(&kinds)
 }
 
 fn unanswered_reason(direct: &DirectState) -> String {
@@ -331,13 +323,8 @@ fn unanswered_reason(direct: &DirectState) -> String {
         .iter()
         .rev()
         .find_map(|o| o.get("model_error").and_then(Value::as_str));
-    match (model_cause(direct), last_error) {
-        (Some(Cause::ModelUnreachable), Some(error)) => {
-            format!("model_unreachable: {error}")
-        }
-        (Some(Cause::ModelInvalidOutput), Some(error)) => {
-            format!("model_invalid_output: {error}")
-        }
+    match (direct_model_cause(direct), last_error) {
+        (Some(cause), Some(error)) => format!("{}: {error}", cause.as_str()),
         _ => "the direct path gave no answer within its tool-call bound".into(),
     }
 }

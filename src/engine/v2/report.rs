@@ -5,7 +5,6 @@
 
 use serde_json::{Value, json};
 
-use crate::domain::event::kinds;
 use crate::domain::event::kinds::GATE_OUTCOME;
 use crate::domain::ledger::Unit;
 use crate::domain::repair::rung_name;
@@ -100,11 +99,7 @@ pub async fn finish(cx: &Attempt, ending: Ending) -> Result<RunOutcome, Halt> {
                        "status": status.as_str(), "verified": ending.verified,
                        "steps_completed": state.metrics.steps_completed}),
             );
-            if let Some(kind) = kinds::for_terminal_status(status) {
-                record.push(kind, json!({"result": result}));
-            }
-            record.status = Some(status);
-            record.result = Some(result);
+            record.finish(status, result);
             Ok((record, ()))
         })
         .await?;

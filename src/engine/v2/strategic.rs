@@ -20,8 +20,8 @@ use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Asked, Attempt};
 use crate::engine::runtime::checkpoint::{Failure, Phase, Record, TaskState};
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::FailureKind;
 use crate::engine::runtime::ports::Purpose;
+use crate::engine::runtime::ports::{FailureKind, model_cause};
 use crate::engine::{prompts, schemas};
 
 /// How strategic planning ended.
@@ -82,12 +82,7 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
         };
         let accepted = cx
             .journal
-            .record(|state| {
-                commit(state, cx, &asked, &proposal).map(|(mut record, out)| {
-                    record.prompted(&asked.prompt);
-                    (record, out)
-                })
-            })
+            .record_prompted(&asked.prompt, |state| commit(state, cx, &asked, &proposal))
             .await?
             .1;
         if accepted {
@@ -95,25 +90,12 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
         }
         errors = checked.err();
     }
-    let cause = if failures
-        .iter()
-        .all(|k| *k == Some(FailureKind::Unreachable))
-    {
-        Some(Cause::ModelUnreachable)
-    } else if failures
-        .iter()
-        .all(|k| *k == Some(FailureKind::InvalidOutput))
-    {
-        Some(Cause::ModelInvalidOutput)
-    } else {
-        None
-    };
+    let cause = model_cause(&failures);
     let reason = errors.unwrap_or_else(|| "no valid plan".into());
     Ok(Strategic::Refused {
         reason: match cause {
-            Some(Cause::ModelUnreachable) => format!("model_unreachable: {reason}"),
-            Some(Cause::ModelInvalidOutput) => format!("model_invalid_output: {reason}"),
-            _ => reason,
+            Some(cause) => format!("{}: {reason}", cause.as_str()),
+            None => reason,
         },
         cause,
     })

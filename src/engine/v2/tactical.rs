@@ -148,11 +148,8 @@ pub async fn plan_steps(
         };
         let (_, outcome) = cx
             .journal
-            .record(|state| {
-                commit(state, proposal, &asked, &limits).map(|(mut record, out)| {
-                    record.prompted(&asked.prompt);
-                    (record, out)
-                })
+            .record_prompted(&asked.prompt, |state| {
+                commit(state, proposal, &asked, &limits)
             })
             .await?;
         if let Some(outcome) = outcome {

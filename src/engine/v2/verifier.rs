@@ -57,7 +57,7 @@ pub async fn verify_goal(
     };
     let (applied, ()) = cx
         .journal
-        .record(|state| {
+        .record_prompted(&asked.prompt, |state| {
             let mut record = Record::default();
             ledger::charge(state, None, asked.spend, "verifier", &mut record)?;
             state.phase = if state.phase == Phase::Direct {
@@ -70,7 +70,6 @@ pub async fn verify_goal(
                 json!({"verified": verified, "reason": reason, "attempt": attempt,
                        "evidence": "verifier"}),
             );
-            record.prompted(&asked.prompt);
             Ok((record, ()))
         })
         .await?;
