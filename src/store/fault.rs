@@ -74,20 +74,33 @@ fn sqlx_transient(error: &sqlx::Error) -> bool {
         | sqlx::Error::PoolTimedOut
         | sqlx::Error::PoolClosed
         | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(db) => db.code().is_some_and(|code| code_transient(&code)),
+        sqlx::Error::Database(db) => {
+            let sqlite = db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some();
+            db.code().is_some_and(|code| {
+                if sqlite {
+                    sqlite_code_transient(&code)
+                } else {
+                    pg_code_transient(&code)
+                }
+            })
+        }
         _ => false,
     }
 }
 
-fn code_transient(code: &str) -> bool {
-    if let Ok(number) = code.parse::<i64>() {
-        let primary = number & 0xff;
-        return primary == SQLITE_BUSY || primary == SQLITE_LOCKED;
-    }
+fn pg_code_transient(code: &str) -> bool {
     PG_TRANSIENT_CODES.contains(&code)
         || PG_TRANSIENT_CLASSES
             .iter()
             .any(|class| code.starts_with(class))
+}
+
+/// SQLite reports the extended result code; its low byte is the primary code.
+fn sqlite_code_transient(code: &str) -> bool {
+    code.parse::<i64>().is_ok_and(|number| {
+        let primary = number & 0xff;
+        primary == SQLITE_BUSY || primary == SQLITE_LOCKED
+    })
 }
 
 #[cfg(test)]
@@ -138,12 +151,18 @@ mod tests {
     #[test]
     fn codes_of_restarts_busy_files_and_conflicts_are_transient() {
         for code in [
-            "57P01", "57P03", "08006", "08001", "40001", "40P01", "5", "517", "6",
+            "57P01", "57P03", "08006", "08001", "40001", "40P01", "53300",
         ] {
-            assert!(code_transient(code), "{code}");
+            assert!(pg_code_transient(code), "{code}");
         }
-        for code in ["23505", "42P01", "22P02", "19", "2067"] {
-            assert!(!code_transient(code), "{code}");
+        for code in ["23505", "42P01", "22P02"] {
+            assert!(!pg_code_transient(code), "{code}");
+        }
+        for code in ["5", "517", "6", "261"] {
+            assert!(sqlite_code_transient(code), "{code}");
+        }
+        for code in ["19", "2067", "1"] {
+            assert!(!sqlite_code_transient(code), "{code}");
         }
     }
 }
