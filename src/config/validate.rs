@@ -69,6 +69,18 @@ impl Config {
                 format!("must be 1..=1024, got {}", self.workers),
             ));
         }
+        if let Some(node) = &self.node_id {
+            let ok = (1..=64).contains(&node.len())
+                && node
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            if !ok {
+                return Err(invalid(
+                    "node_id (CAIRN_NODE_ID)",
+                    format!("must be 1 to 64 of A-Z a-z 0-9 - _ ., got {node:?}"),
+                ));
+            }
+        }
         if self.lease_ttl_ms < 100 {
             return Err(invalid(
                 "lease_ttl_ms (CAIRN_LEASE_TTL_MS)",

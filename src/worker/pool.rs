@@ -28,7 +28,7 @@ pub struct PoolParams {
     pub store: Arc<dyn Store>,
     pub engine: Arc<dyn Engine>,
     pub clock: Arc<dyn Clock>,
-    /// Written to `claimed_by`; see [`super::process_worker_id`].
+    /// Written to `claimed_by`; see [`super::worker_id`].
     pub worker_id: String,
     pub workers: usize,
     pub lease_ttl: Duration,
