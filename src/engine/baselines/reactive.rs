@@ -15,7 +15,7 @@ use crate::engine::runtime::attempt::Attempt;
 use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::checkpoint::{EngineKind, Record};
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::Purpose;
+use crate::engine::runtime::ports::{Purpose, Repeat};
 use crate::engine::{Engine, EngineError, Halt, RunContext, RunOutcome};
 use crate::engine::{prompts, schemas};
 
@@ -139,7 +139,9 @@ async fn run(cx: &Attempt, max_rounds: u32) -> Result<RunOutcome, Halt> {
             })
             .await?;
         if let Some((tool, args)) = call {
-            execute(cx, NAME, &format!("r{round}"), &tool, &args).await?;
+            // One call per round: an identical call of an earlier round shares its receipt.
+            let step = format!("r{round}");
+            execute(cx, NAME, &step, (&tool, &args), Repeat::default()).await?;
         }
     }
 }

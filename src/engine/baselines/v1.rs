@@ -19,7 +19,7 @@ use crate::engine::runtime::attempt::Attempt;
 use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::checkpoint::{EngineKind, Record};
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::Purpose;
+use crate::engine::runtime::ports::{Purpose, Repeat};
 use crate::engine::{Engine, EngineError, Halt, RunContext, RunOutcome};
 use crate::engine::{prompts, schemas};
 
@@ -43,6 +43,21 @@ impl Engine for V1Engine {
         let max_lists = self.ports.config.v1_max_replans + 1;
         Halt::settle(run(&cx, max_lists).await)
     }
+}
+
+/// The repeat counter of step `index`: identical earlier steps of the same list (a new list
+/// starts again at 0, so an identical step of a discarded list shares its receipt).
+fn repeat_of(steps: &[Value], index: usize) -> Repeat {
+    let parts: Vec<(String, String, Value)> = steps
+        .iter()
+        .take(index + 1)
+        .enumerate()
+        .map(|(i, s)| step_parts(s, i))
+        .collect();
+    let Some(((_, tool, args), earlier)) = parts.split_last() else {
+        return Repeat::default();
+    };
+    Repeat::among(tool, args, earlier.iter().map(|(_, t, a)| (t.as_str(), a)))
 }
 
 fn step_parts(step: &Value, index: usize) -> (String, String, Value) {
@@ -114,7 +129,8 @@ async fn run(cx: &Attempt, max_lists: u32) -> Result<RunOutcome, Halt> {
         let index = progress.next;
         let (id, tool, args) = step_parts(&progress.steps[index], index);
         let step_name = format!("l{}.{}", progress.lists, id);
-        let executed = execute(cx, NAME, &step_name, &tool, &args).await?;
+        let repeat = repeat_of(&progress.steps, index);
+        let executed = execute(cx, NAME, &step_name, (&tool, &args), repeat).await?;
         cx.journal
             .record(|state| {
                 let mut progress = Progress::load(state);

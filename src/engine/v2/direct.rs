@@ -25,7 +25,7 @@ use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Asked, Attempt, brief};
 use crate::engine::runtime::checkpoint::{Record, TaskState};
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::{FailureKind, Purpose, ToolCall, model_cause};
+use crate::engine::runtime::ports::{FailureKind, Purpose, Repeat, ToolCall, model_cause};
 use crate::engine::{prompts, schemas};
 
 /// The milestone id the direct path uses in model headers, keys and events.
@@ -85,7 +85,11 @@ pub async fn run(cx: &Attempt) -> Result<RunOutcome, Halt> {
             if calls >= cx.config.direct_max_tool_calls {
                 break;
             }
-            execute(cx, direct.rounds + 1, index, step, tools).await?;
+            // Identified by content: only an identical earlier step of this round's list is
+            // a deliberate repeat; an identical call of an earlier round shares its receipt.
+            let earlier = steps[..index].iter().map(|s| (s.tool.as_str(), &s.args));
+            let repeat = Repeat::among(&step.tool, &step.args, earlier);
+            execute(cx, repeat, step, tools).await?;
         }
     }
 }
@@ -165,8 +169,7 @@ fn record_round(
 /// One step of the act loop: the executor contract, the call, the charge, one commit.
 async fn execute(
     cx: &Attempt,
-    round: u32,
-    index: usize,
+    repeat: Repeat,
     step: &Step,
     allowed: &[String],
 ) -> Result<(), Halt> {
@@ -192,11 +195,9 @@ async fn execute(
     let called = cx
         .call_tool(ToolCall {
             task_id: cx.task().id,
-            milestone: DIRECT.into(),
-            step: format!("r{round}.{index}.{}", step.id),
-            attempt: 0,
             tool: step.tool.clone(),
             args: step.args.clone(),
+            repeat,
         })
         .await;
     let (ok, output, error) = match called.reply {
