@@ -115,11 +115,7 @@ async fn l3_with_a_sibling_in_flight(stack: Stack) {
         .iter()
         .find(|v| v["reason"] == "replan_strategy")
         .expect("an L3 plan version");
-    let plan = if version["plan"]["milestones"].is_array() {
-        &version["plan"]
-    } else {
-        &version["plan"]["plan"]
-    };
+    let plan = &version["plan"];
     let milestone = |id: &str| {
         plan["milestones"]
             .as_array()
@@ -146,6 +142,20 @@ async fn l3_with_a_sibling_in_flight(stack: Stack) {
         "{plan:#}"
     );
     assert_eq!(milestone("m1"), Value::Null, "the new strategy dropped m1");
+    // The passed milestone is kept, with its steps, and its artifact still serves the rest.
+    let m0 = milestone("m0");
+    assert_eq!(m0["status"], "done", "{plan:#}");
+    assert_eq!(m0["steps"][0]["status"], "done", "{plan:#}");
+    assert_eq!(
+        of_kind(&events, "milestone.started", "m0").len(),
+        1,
+        "m0 ran once"
+    );
+    assert_eq!(
+        version["plan"]["artifacts"]["m0"],
+        serde_json::json!(["usage_list"]),
+        "{version:#}"
+    );
     assert_eq!(milestone("m3")["status"], "pending");
 
     // Every side-effecting action reached its tool once: m2's three edits, and a/config.py,
@@ -157,6 +167,7 @@ async fn l3_with_a_sibling_in_flight(stack: Stack) {
     assert_eq!(edits.max_calls_per_args, 1, "{edits:?}");
     assert_eq!(edits.distinct_keys, 4, "{edits:?}");
     assert_eq!(stats.tools["deploy"].calls, 1);
+    assert_eq!(stats.tools["search"].calls, 1, "m0 was not redone");
     assert_eq!(
         stats.tools["deploy_legacy"].calls, 1,
         "a gone tool is not retried"

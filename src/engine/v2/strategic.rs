@@ -5,8 +5,9 @@
 //! validated ([`crate::domain::validate`]); an invalid plan goes back to the model with the
 //! errors, at most `max_reasks` times, and is never executed. Version 1 is written with reason
 //! `initial` together with the ledger's allocation. An L3 replan gets the current plan, the
-//! finished milestones and the evidence, and must keep every finished milestone
-//! ([`crate::domain::validate::carry_over`]).
+//! finished milestones, the milestones in progress and the evidence, and must keep every
+//! finished milestone ([`crate::domain::validate::carry_over`]); a milestone in progress that
+//! it keeps unchanged carries its finished steps ([`super::carry`]).
 
 use serde_json::{Value, json};
 
