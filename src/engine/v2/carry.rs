@@ -18,11 +18,12 @@ use crate::domain::plan::{Milestone, MilestoneStatus, Plan};
 
 /// Marks the in-flight milestones of `old` that `new` keeps unchanged as active again, with
 /// their step lists. Returns their ids (their execution records are to be kept as they are).
-/// `replanned` is the milestone whose failure caused the replan, if any.
-pub fn in_flight(old: &Plan, new: &mut Plan, replanned: Option<&str>) -> BTreeSet<String> {
+/// `replanned` are the milestones whose failure asked for a new strategy: the new strategy
+/// re-plans them, they are not carried.
+pub fn in_flight(old: &Plan, new: &mut Plan, replanned: &BTreeSet<String>) -> BTreeSet<String> {
     let mut carried = BTreeSet::new();
     for milestone in &mut new.milestones {
-        if milestone.status == MilestoneStatus::Done || Some(milestone.id.as_str()) == replanned {
+        if milestone.status == MilestoneStatus::Done || replanned.contains(&milestone.id) {
             continue;
         }
         let Some(before) = old.milestone(&milestone.id) else {
@@ -87,7 +88,7 @@ mod tests {
             milestone("m3", "Deploy another way", "pending", json!([])),
             milestone("m2", "Patch B", "pending", json!([])),
         ]}));
-        let carried = in_flight(&old, &mut new, Some("m1"));
+        let carried = in_flight(&old, &mut new, &BTreeSet::from(["m1".to_string()]));
         assert_eq!(carried, BTreeSet::from(["m2".to_string()]));
         let m2 = new.milestone("m2").expect("m2");
         assert_eq!(m2.status, MilestoneStatus::Active);
@@ -111,7 +112,7 @@ mod tests {
             milestone("m2", "Patch B and C", "pending", json!([])),
             milestone("m4", "Patch D", "pending", json!([])),
         ]}));
-        assert!(in_flight(&old, &mut new, Some("m1")).is_empty());
+        assert!(in_flight(&old, &mut new, &BTreeSet::from(["m1".to_string()])).is_empty());
         assert!(
             new.milestones
                 .iter()

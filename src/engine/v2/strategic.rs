@@ -9,11 +9,14 @@
 //! finished milestone ([`crate::domain::validate::carry_over`]); a milestone in progress that
 //! it keeps unchanged carries its finished steps ([`super::carry`]).
 
+use std::collections::BTreeSet;
+
 use serde_json::{Value, json};
 
 use crate::domain::event::kinds::{PLAN_ACCEPTED, PLAN_REFUSED};
 use crate::domain::ledger::{LedgerPolicy, PerUnit};
 use crate::domain::plan::{MilestoneStatus, Plan, StepStatus};
+use crate::domain::repair::RepairLevel;
 use crate::domain::report::Cause;
 use crate::domain::validate::{KnownTools, PlanError, carry_over, feedback, validate};
 use crate::engine::Halt;
@@ -235,9 +238,18 @@ fn install(
     replanned: Option<&str>,
     record: &mut Record,
 ) -> Result<(), Halt> {
+    // Not carried: the milestone that asked for this strategy, and any other whose own
+    // latest repair asked for one (its request was not the first).
+    let mut asked_l3: BTreeSet<String> = state
+        .runs
+        .iter()
+        .filter(|(_, run)| run.repairs.levels.last() == Some(&Some(RepairLevel::ReplanStrategy)))
+        .map(|(id, _)| id.clone())
+        .collect();
+    asked_l3.extend(replanned.map(str::to_string));
     let carried = match &state.plan {
-        Some(old) => carry::in_flight(old, &mut plan, replanned),
-        None => Default::default(),
+        Some(old) => carry::in_flight(old, &mut plan, &asked_l3),
+        None => BTreeSet::new(),
     };
     let pending: Vec<(String, u32)> = plan
         .milestones
