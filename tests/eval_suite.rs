@@ -217,6 +217,7 @@ async fn cairn_eval_runs_on_postgres_too() {
         database_url: Some(pg.url.clone()),
         workers: 4,
         progress: false,
+        live: None,
     };
     let report = cairn::wiring::eval::evaluate(&params).await.expect("eval");
     assert_eq!(report.records.len(), 5 * 2);

@@ -28,6 +28,8 @@ use utoipa::ToSchema;
 use crate::domain::event::{Event, NewEvent};
 use crate::domain::task::{Lease, NewTask, Task, TaskId, TaskStatus};
 
+mod fault;
+pub use fault::{RETRY_BUDGET, retry_transient};
 mod migrations;
 pub mod postgres;
 mod rules;

@@ -137,9 +137,12 @@ impl ToolPort for ClientTools {
             }),
             Err(error) => {
                 let kind = match error.failure() {
-                    ToolFailure::Timeout | ToolFailure::Transport | ToolFailure::ServerError => {
-                        FailureKind::Transient
-                    }
+                    // A receipt store still failing after its own retries is the database's
+                    // trouble, not the tool's: worth a retry, never a stale plan.
+                    ToolFailure::Timeout
+                    | ToolFailure::Transport
+                    | ToolFailure::ServerError
+                    | ToolFailure::Receipt => FailureKind::Transient,
                     _ => FailureKind::Permanent,
                 };
                 Err(PortError::new(kind, error.to_string()))
