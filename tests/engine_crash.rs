@@ -1,7 +1,8 @@
 //! A crash in the middle of m4 of the worked example: SIGKILL a child `cairn serve`, start
 //! another, and the task finishes from its checkpoint. m4's check is re-run first (the world
-//! may have changed), no side-effecting tool call is repeated (the simulator counts distinct
-//! idempotency keys), and no event is lost (seqs dense, each step recorded once).
+//! may have changed), no side-effecting action gets a second identity (the simulator counts
+//! distinct idempotency keys and argument sets), and no event is lost (seqs dense, each step
+//! recorded once).
 // Test code: a failed set-up is a failed test, and it may read the wall clock.
 #![allow(
     clippy::unwrap_used,
@@ -135,13 +136,16 @@ async fn a_crash_mid_m4_resumes_without_repeating_side_effects() {
     assert_eq!(next_m4.kind, "monitor.decided");
     assert_eq!(data(next_m4, "cause"), "resume");
 
-    // Side effects never repeated: one edit_file identity per logical step (m2, m3, m4's
-    // first patch, its L1 retry, and its two re-planned patches), whatever the crash cut short.
+    // Side effects at most once by content: one edit_file identity per distinct action
+    // (a/config.py, b/settings.py, c/config.py however often m4's lists repeat it, and
+    // c/start.sh), whatever the crash cut short. A call in flight at the kill has no receipt,
+    // so the resumed step sends it again under the same key.
     let stats = sim.stats();
+    let edits = &stats.tools["edit_file"];
     assert_eq!(
-        stats.tools["edit_file"].distinct_keys, 6,
-        "{:?}",
-        stats.tools["edit_file"]
+        (edits.distinct_keys, edits.distinct_args),
+        (4, 4),
+        "{edits:?}"
     );
     assert_eq!(stats.tools["search"].calls, 1, "m1 was not redone");
 

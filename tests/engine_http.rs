@@ -125,6 +125,25 @@ async fn worked_example(stack: Stack) {
     }
     let stats = stack.sim.stats();
     assert_eq!(stats.tools["search"].calls, 1, "m1's search ran once");
+    // Side effects at most once by content: a/config.py, b/settings.py, c/config.py (m4's
+    // first patch; its L1 retry and its L2 list repeat it and get the receipt) and
+    // c/start.sh, once each.
+    let edits = &stats.tools["edit_file"];
+    assert_eq!(
+        (edits.calls, edits.distinct_args, edits.max_calls_per_args),
+        (4, 4, 1),
+        "{edits:?}"
+    );
+    let c_config = of_kind(&events, "step.finished", "m4")
+        .into_iter()
+        .filter(|e| {
+            e["data"]["tool"] == "edit_file" && e["data"]["output"]["patched"] == "c/config.py"
+        })
+        .count();
+    assert_eq!(
+        c_config, 3,
+        "three steps patch c/config.py; the tool saw one call"
+    );
     let seqs: Vec<i64> = events.iter().map(seq).collect();
     assert_eq!(
         seqs,

@@ -35,7 +35,7 @@ use crate::domain::task::TaskStatus;
 use crate::engine::runtime::attempt::{Attempt, brief};
 use crate::engine::runtime::checkpoint::{EngineKind, Journal, Record, Spend, TaskState};
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::{ModelPort, ToolCall, ToolPort};
+use crate::engine::runtime::ports::{ModelPort, Repeat, ToolCall, ToolPort};
 use crate::engine::{EngineError, Halt, RunContext, RunOutcome, StopSignal};
 
 pub mod one_shot;
@@ -170,17 +170,22 @@ pub struct Call<'a> {
     pub step: &'a str,
     pub tool: &'a str,
     pub args: &'a Value,
+    /// Earlier identical actions of the same list (see [`Repeat`]).
+    pub repeat: Repeat,
     pub then: fn(&mut TaskState, &mut Progress, bool),
 }
 
 /// Calls one tool (registered tools only; anything else is executor drift, as in v2) and
-/// commits the charge, the observation, the call's `then` and a `step.finished` event.
+/// commits the charge, the observation, the call's `then` and a `step.finished` event. The
+/// call is identified by its content and `repeat` (as in v2: an identical side-effecting call
+/// already performed is answered from its receipt).
 pub async fn execute(cx: &Attempt, call: Call<'_>) -> Result<Executed, Halt> {
     let Call {
         strategy,
         step,
         tool,
         args,
+        repeat,
         then,
     } = call;
     let known = cx.specs.contains_key(tool);
@@ -188,11 +193,9 @@ pub async fn execute(cx: &Attempt, call: Call<'_>) -> Result<Executed, Halt> {
         let called = cx
             .call_tool(ToolCall {
                 task_id: cx.task().id,
-                milestone: strategy.to_string(),
-                step: step.to_string(),
-                attempt: 0,
                 tool: tool.to_string(),
                 args: args.clone(),
+                repeat,
             })
             .await;
         match called.reply {

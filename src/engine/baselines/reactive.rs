@@ -17,7 +17,7 @@ use crate::engine::runtime::attempt::Attempt;
 use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::checkpoint::{EngineKind, Record, TaskState};
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::Purpose;
+use crate::engine::runtime::ports::{Purpose, Repeat};
 use crate::engine::{Engine, EngineError, Halt, RunContext, RunOutcome};
 use crate::engine::{prompts, schemas};
 
@@ -163,6 +163,8 @@ async fn run_call(cx: &Attempt, call: &PendingCall) -> Result<(), Halt> {
         step: &call.step,
         tool: &call.tool,
         args: &call.args,
+        // One call per round: an identical call of an earlier round shares its receipt.
+        repeat: Repeat::default(),
         then: observed,
     };
     execute(cx, call).await?;

@@ -19,7 +19,7 @@ use crate::engine::runtime::attempt::Attempt;
 use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::checkpoint::{EngineKind, Record, TaskState};
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::Purpose;
+use crate::engine::runtime::ports::{Purpose, Repeat};
 use crate::engine::{Engine, EngineError, Halt, RunContext, RunOutcome};
 use crate::engine::{prompts, schemas};
 
@@ -43,6 +43,21 @@ impl Engine for V1Engine {
         let max_lists = self.ports.config.v1_max_replans + 1;
         Halt::settle(run(&cx, max_lists).await)
     }
+}
+
+/// The repeat counter of step `index`: identical earlier steps of the same list (a new list
+/// starts again at 0, so an identical step of a discarded list shares its receipt).
+fn repeat_of(steps: &[Value], index: usize) -> Repeat {
+    let parts: Vec<(String, String, Value)> = steps
+        .iter()
+        .take(index + 1)
+        .enumerate()
+        .map(|(i, s)| step_parts(s, i))
+        .collect();
+    let Some(((_, tool, args), earlier)) = parts.split_last() else {
+        return Repeat::default();
+    };
+    Repeat::among(tool, args, earlier.iter().map(|(_, t, a)| (t.as_str(), a)))
 }
 
 fn step_parts(step: &Value, index: usize) -> (String, String, Value) {
@@ -119,6 +134,7 @@ async fn run(cx: &Attempt, max_lists: u32) -> Result<RunOutcome, Halt> {
             step: &step_name,
             tool: &tool,
             args: &args,
+            repeat: repeat_of(&progress.steps, index),
             then: advance,
         };
         execute(cx, call).await?;

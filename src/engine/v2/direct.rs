@@ -25,7 +25,7 @@ use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Asked, Attempt, brief};
 use crate::engine::runtime::checkpoint::{Record, TaskState};
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::{FailureKind, Purpose, ToolCall, model_cause};
+use crate::engine::runtime::ports::{FailureKind, Purpose, Repeat, ToolCall, model_cause};
 use crate::engine::{prompts, schemas};
 
 /// The milestone id the direct path uses in model headers, keys and events.
@@ -211,7 +211,7 @@ fn record_round(state: &mut TaskState, reply: &Round<'_>) -> Result<(Record, ())
 /// One step of the act loop: the executor contract, the call, the charge, one commit that
 /// also moves the round's `next` past the step.
 async fn execute(cx: &Attempt, direct: &DirectState, step: &Step) -> Result<(), Halt> {
-    let (round, index) = (direct.rounds, direct.next);
+    let index = direct.next;
     if let Err(reason) = check_contract(cx, &direct.offered, step) {
         cx.journal
             .record(|state| {
@@ -232,14 +232,18 @@ async fn execute(cx: &Attempt, direct: &DirectState, step: &Step) -> Result<(), 
             .await?;
         return Ok(());
     }
+    // Identified by content: only an identical earlier step of this round's list is a
+    // deliberate repeat; an identical call of an earlier round shares its receipt.
+    let earlier = direct.pending[..index.min(direct.pending.len())]
+        .iter()
+        .map(|s| (s.tool.as_str(), &s.args));
+    let repeat = Repeat::among(&step.tool, &step.args, earlier);
     let called = cx
         .call_tool(ToolCall {
             task_id: cx.task().id,
-            milestone: DIRECT.into(),
-            step: format!("r{round}.{index}.{}", step.id),
-            attempt: 0,
             tool: step.tool.clone(),
             args: step.args.clone(),
+            repeat,
         })
         .await;
     let (ok, output, error) = match called.reply {

@@ -26,6 +26,7 @@ use super::{Engine, EngineError, Halt, RunContext, RunOutcome, StopSignal};
 use crate::domain::repair::ReplanReason;
 use crate::domain::task::TaskStatus;
 
+pub mod carry;
 pub mod direct;
 pub mod executor;
 pub mod gate;

@@ -2,7 +2,9 @@
 //! `max_parallel`), each through its [`runner`]; the first outcome that ends the task (a
 //! failure for good, an empty reserve) stops the others at their next durable point, and an
 //! L3 request waits until every runner has stopped, then re-plans the strategy (keeping
-//! finished work) and schedules the new milestones.
+//! finished work: passed milestones, and the finished steps of a sibling still running, which
+//! the new version resumes from its next step, see [`super::carry`]) and schedules the new
+//! milestones.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
