@@ -55,6 +55,9 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
     let mut failures: Vec<Option<FailureKind>> = Vec::new();
     for _ in 0..=cx.config.max_reasks {
         let snapshot = cx.journal.snapshot().await;
+        if ledger::overdrawn(&snapshot, cx.task().budget).is_some() {
+            break; // no re-ask the budget cannot pay for; the task ends budget_exhausted
+        }
         let attempt = snapshot.strategic_calls + 1;
         let input = input(cx, &families, &snapshot, replan.as_ref(), errors.as_deref());
         let asked = cx
