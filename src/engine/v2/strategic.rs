@@ -231,7 +231,6 @@ fn install(
         .collect();
     let policy = LedgerPolicy {
         reserve: crate::domain::ledger::Fraction::from_f64(cx.config.reserve_frac),
-        ..LedgerPolicy::default()
     };
     match state.ledger.as_mut() {
         None => {
