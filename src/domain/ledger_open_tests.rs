@@ -157,3 +157,12 @@ fn spend_is_everything_charged_dropped_milestones_included() {
     );
     assert_eq!(ledger.uncovered(), None);
 }
+
+#[test]
+fn fractions_are_exact() {
+    let f = Fraction::from_f64(0.2);
+    assert_eq!(f.of(200_000), 40_000);
+    assert_eq!(f.of(7), 1);
+    assert_eq!(Fraction::from_f64(f64::NAN).of(100), 0);
+    assert_eq!(Fraction::from_f64(3.0).of(100), 100);
+}
