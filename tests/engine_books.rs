@@ -231,3 +231,46 @@ async fn books_after_replan(stack: Stack) {
     }
     stack.stop().await;
 }
+
+#[tokio::test]
+async fn pre_plan_spend_beyond_the_budget_stops_the_task_before_any_step() {
+    // The worked example's gate (300) and strategic call (1,500) against 1,000 tokens: the books
+    // cannot cover 800 of it, so the task ends budget_exhausted instead of running milestones.
+    let stack = Stack::start("worked_example.json").await;
+    let id = stack
+        .submit(
+            "Rename config key db.url to db.dsn in services A, B, C",
+            "auto",
+            1_000,
+        )
+        .await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "budget_exhausted", "{task:#}");
+    let result = &task["result"];
+    assert!(
+        result["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("tokens"),
+        "{result:#}"
+    );
+    let (_, ledger) = stack.get(&format!("/v1/tasks/{id}/ledger")).await;
+    assert_eq!(result["spend"]["tokens"], 1_800);
+    assert_eq!(
+        charged(&ledger).tokens,
+        1_800,
+        "the spend is on the books, not hidden"
+    );
+    assert_eq!(
+        stack.sim.stats().llm.by_purpose.get("tactical"),
+        None,
+        "no step ran"
+    );
+    assert_eq!(stack.sim.stats().tools["search"].calls, 0);
+    let events = stack.events(&id).await;
+    assert_eq!(
+        events.last().map(|e| e["kind"].clone()),
+        Some("task.budget_exhausted".into())
+    );
+    stack.stop().await;
+}
