@@ -46,10 +46,11 @@ impl Config {
         }
         if !(0.0..=1.0).contains(&engine.direct_min_success)
             || !(0.0..=1.0).contains(&engine.direct_success_prior)
+            || !(0.0..=1000.0).contains(&engine.direct_prior_weight)
         {
             return Err(invalid(
-                "engine.direct_min_success / engine.direct_success_prior",
-                "must be within 0..=1".into(),
+                "engine.direct_min_success / engine.direct_success_prior / engine.direct_prior_weight",
+                "must be within 0..=1 (the weight 0..=1000)".into(),
             ));
         }
         if self.rollout_percent > 100 {

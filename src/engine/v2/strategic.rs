@@ -61,6 +61,9 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
     let mut failures: Vec<Option<FailureKind>> = Vec::new();
     for _ in 0..=cx.config.max_reasks {
         let snapshot = cx.journal.snapshot().await;
+        if ledger::overdrawn(&snapshot, cx.task().budget).is_some() {
+            break; // no re-ask the budget cannot pay for; the task ends budget_exhausted
+        }
         let attempt = snapshot.strategic_calls + 1;
         let input = input(cx, &families, &snapshot, replan.as_ref(), errors.as_deref());
         let asked = cx
@@ -259,7 +262,6 @@ fn install(
         .collect();
     let policy = LedgerPolicy {
         reserve: crate::domain::ledger::Fraction::from_f64(cx.config.reserve_frac),
-        ..LedgerPolicy::default()
     };
     match state.ledger.as_mut() {
         None => {
