@@ -78,6 +78,7 @@ async fn bad_submissions(db: Db) {
         ("unknown strategy", r#"{"goal": "g", "budget": {"tokens": 1, "tool_calls": 1, "wall_ms": 1}, "strategy": "yolo"}"#.into(), json_type, 422, "/problems/validation"),
         ("empty goal", r#"{"goal": "", "budget": {"tokens": 1, "tool_calls": 1, "wall_ms": 1}}"#.into(), json_type, 422, "/problems/validation"),
         ("blank goal", r#"{"goal": "  \n\t ", "budget": {"tokens": 1, "tool_calls": 1, "wall_ms": 1}}"#.into(), json_type, 422, "/problems/validation"),
+        ("invisible goal", r#"{"goal": "\u200b\u200b \ufeff", "budget": {"tokens": 1, "tool_calls": 1, "wall_ms": 1}}"#.into(), json_type, 422, "/problems/validation"),
         ("NUL in goal", r#"{"goal": "a\u0000b", "budget": {"tokens": 1, "tool_calls": 1, "wall_ms": 1}}"#.into(), json_type, 422, "/problems/validation"),
         ("oversized goal", json!({"goal": "g".repeat(33 * 1024), "budget": {"tokens": 1, "tool_calls": 1, "wall_ms": 1}}).to_string(), json_type, 422, "/problems/validation"),
         ("NUL in metadata", r#"{"goal": "g", "budget": {"tokens": 1, "tool_calls": 1, "wall_ms": 1}, "metadata": {"k\u0000": "v"}}"#.into(), json_type, 422, "/problems/validation"),

@@ -105,10 +105,13 @@ impl Strategy {
 #[serde(deny_unknown_fields)]
 pub struct Budget {
     /// Model tokens (prompt + completion).
+    #[schema(minimum = 1, maximum = 1_000_000_000)]
     pub tokens: u64,
     /// Tool invocations.
+    #[schema(minimum = 1, maximum = 1_000_000)]
     pub tool_calls: u64,
     /// Wall-clock milliseconds.
+    #[schema(minimum = 1, maximum = 2_592_000_000_u64)]
     pub wall_ms: u64,
 }
 

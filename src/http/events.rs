@@ -48,7 +48,8 @@ pub struct EventsQuery {
     /// Start after this `seq` (0 = from the beginning). `Last-Event-ID` wins when both are sent.
     #[param(value_type = Option<i64>, minimum = 0)]
     pub after: Option<String>,
-    /// Page size of the JSON form: 1 up to the configured maximum (default 100).
+    /// Page size of the JSON form: 1 up to the configured maximum, 100 by default (default 100).
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<i64>,
 }
 
@@ -69,7 +70,7 @@ pub struct EventPage {
     tag = "events",
     params(
         ("id" = uuid::Uuid, Path, description = "The task id."),
-        ("Last-Event-ID" = Option<i64>, Header, description = "Resume after this event `seq` (sent by EventSource on reconnect)."),
+        ("Last-Event-ID" = Option<i64>, Header, minimum = 0, description = "Resume after this event `seq` (sent by EventSource on reconnect)."),
         EventsQuery,
     ),
     responses(

@@ -48,7 +48,7 @@ pub async fn list_plans(
     tag = "plans",
     params(
         ("id" = uuid::Uuid, Path, description = "The task id."),
-        ("version" = i32, Path, description = "The plan version, from 1."),
+        ("version" = i32, Path, minimum = 1, description = "The plan version, from 1."),
     ),
     responses(
         (status = 200, description = "The plan version.", body = PlanVersionRecord),

@@ -19,6 +19,7 @@ use crate::http::extract::ApiJson;
 #[serde(deny_unknown_fields)]
 pub struct SetRollout {
     /// 0..=100.
+    #[schema(maximum = 100)]
     pub percent: u32,
 }
 
@@ -41,7 +42,9 @@ pub async fn get_rollout(State(state): State<AppState>) -> Json<RolloutSplit> {
     request_body = SetRollout,
     responses(
         (status = 200, description = "The new split.", body = RolloutSplit),
+        (status = 400, description = "Malformed JSON.", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Raising refused: the latest evaluation shows a v2 regression, or there is no evaluation report.", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`.", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A percentage outside 0..=100.", body = Problem, content_type = "application/problem+json")
     )
 )]

@@ -98,8 +98,19 @@ pub fn router(state: AppState) -> Router {
         .layer(Extension(document))
         .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
         .layer(CatchPanicLayer::custom(panic_response))
+        .layer(axum::middleware::map_response(nosniff))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// Every answer says its content type is the one to trust (`X-Content-Type-Options: nosniff`),
+/// so a browser never runs a JSON body or a problem as something else.
+async fn nosniff(mut response: Response) -> Response {
+    response.headers_mut().insert(
+        axum::http::header::X_CONTENT_TYPE_OPTIONS,
+        axum::http::HeaderValue::from_static("nosniff"),
+    );
+    response
 }
 
 /// A handler panic is a bug: log it, answer a plain 500 problem, keep serving.

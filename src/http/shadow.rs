@@ -33,8 +33,11 @@ pub struct StartShadow {
     request_body = StartShadow,
     responses(
         (status = 201, description = "The shadow copy, queued; its side effects go to sandboxes only.", body = Task),
+        (status = 400, description = "Malformed JSON, or an `id` that is not a UUID.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task.", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The task is itself a shadow.", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`.", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A body of the wrong shape (an unknown strategy, an unknown field).", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn start(
@@ -64,6 +67,7 @@ pub async fn start(
     params(("id" = uuid::Uuid, Path, description = "The shadow task's id.")),
     responses(
         (status = 200, description = "`original` and `shadow`: status, verified, spend, reason.", body = Object),
+        (status = 400, description = "An `id` that is not a UUID.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task, or not a shadow run.", body = Problem, content_type = "application/problem+json"),
     )
 )]

@@ -21,6 +21,18 @@ use crate::http::extract::{ApiJson, ApiPath, ApiQuery, parse_task_id};
 use crate::http::{cursor, idempotency};
 use crate::store::{CancelOutcome, IdempotencyClaim, TaskQuery};
 
+/// Characters that print as nothing: zero-width spaces and joiners, the word joiner, the byte
+/// order mark, the soft hyphen, the Mongolian vowel separator.
+const INVISIBLE: [char; 7] = [
+    '\u{200B}', '\u{200C}', '\u{200D}', '\u{2060}', '\u{FEFF}', '\u{00AD}', '\u{180E}',
+];
+
+/// A goal with nothing a reader could see: whitespace, control and invisible characters only.
+fn is_blank(goal: &str) -> bool {
+    goal.chars()
+        .all(|c| c.is_whitespace() || c.is_control() || INVISIBLE.contains(&c))
+}
+
 /// Longest accepted goal, in bytes of UTF-8.
 pub const MAX_GOAL_BYTES: usize = 32 * 1024;
 /// Largest accepted `metadata`, in bytes of compact JSON.
@@ -32,7 +44,9 @@ pub const DEFAULT_PAGE_SIZE: i64 = 20;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTaskRequest {
-    /// What the task must achieve, in words. Not blank; at most 32 KiB.
+    /// What the task must achieve, in words. Not blank (nor only invisible characters); at most
+    /// 32 KiB of UTF-8 (any 8,192 characters fit).
+    #[schema(min_length = 1, max_length = 8192, pattern = r"\S")]
     pub goal: String,
     /// The total budget; every unit positive and below its bound.
     pub budget: Budget,
@@ -49,8 +63,10 @@ impl CreateTaskRequest {
     /// Every rule the schema cannot express; all violations are reported at once.
     pub fn validate(&self) -> Result<(), ApiError> {
         let mut errors = Vec::new();
-        if self.goal.trim().is_empty() {
-            errors.push("goal must not be empty".to_string());
+        if is_blank(&self.goal) {
+            errors.push(
+                "goal must not be empty (or only spaces and invisible characters)".to_string(),
+            );
         } else if self.goal.len() > MAX_GOAL_BYTES {
             errors.push(format!(
                 "goal must be at most {MAX_GOAL_BYTES} bytes, got {}",
@@ -122,7 +138,7 @@ fn contains_nul(value: &Value) -> bool {
     tag = "tasks",
     request_body = CreateTaskRequest,
     params(
-        ("Idempotency-Key" = Option<String>, Header,
+        ("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 255,
          description = "Makes the request safe to retry: 1-255 printable ASCII characters. The same key with the same body returns the task the first request created (200); with another body, 409."),
     ),
     responses(
@@ -210,7 +226,8 @@ pub async fn find_task(state: &AppState, id: uuid::Uuid) -> Result<Task, ApiErro
 pub struct ListTasksQuery {
     /// Only tasks in this status.
     pub status: Option<TaskStatus>,
-    /// Page size: 1 up to the configured maximum (default 20).
+    /// Page size: 1 up to the configured maximum, 100 by default (default 20).
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<i64>,
     /// `next_cursor` from the previous page.
     pub cursor: Option<String>,
@@ -316,7 +333,13 @@ mod tests {
     #[test]
     fn blank_long_or_nul_goals_are_refused() {
         assert!(request("find the bug").validate().is_ok());
-        for goal in ["", "   \n\t", "a\0b"] {
+        for goal in [
+            "",
+            "   \n\t",
+            "a\0b",
+            "\u{200B}\u{200B}",
+            " \u{FEFF}\u{2060} ",
+        ] {
             assert!(request(goal).validate().is_err(), "{goal:?}");
         }
         assert!(request(&"x".repeat(MAX_GOAL_BYTES + 1)).validate().is_err());

@@ -173,8 +173,13 @@ pub fn header(response: &reqwest::Response, name: &str) -> String {
 pub async fn assert_problem(response: reqwest::Response, status: u16, kind: &str) -> Value {
     let actual = response.status().as_u16();
     let content_type = header(&response, "content-type");
+    let nosniff = header(&response, "x-content-type-options");
     let body = response.text().await.expect("body");
     assert_eq!(actual, status, "status; body: {body}");
+    assert_eq!(
+        nosniff, "nosniff",
+        "every answer carries X-Content-Type-Options"
+    );
     assert!(
         content_type.starts_with("application/problem+json"),
         "content-type {content_type:?}; body: {body}"
