@@ -13,7 +13,7 @@ use super::ports::{
     ToolReply, ToolSpec,
 };
 use crate::llm::{self, ChatMessage, ChatRequest, FailureClass, LlmClient, LlmError};
-use crate::tools::{self, ToolClient, ToolError, ToolFailure};
+use crate::tools::{self, ToolClient, ToolError};
 
 /// Models through the OpenAI-compatible client.
 pub struct LlmModels {
@@ -138,11 +138,11 @@ impl ToolPort for ClientTools {
                 error: Some(message),
             }),
             Err(error) => {
-                let kind = match error.failure() {
-                    ToolFailure::Timeout | ToolFailure::Transport | ToolFailure::ServerError => {
-                        FailureKind::Transient
-                    }
-                    _ => FailureKind::Permanent,
+                // Timeout, reset, 5xx, 429, 408: the same call may succeed (an unchanged L1).
+                let kind = if error.is_transient() {
+                    FailureKind::Transient
+                } else {
+                    FailureKind::Permanent
                 };
                 Err(PortError::new(kind, error.to_string()))
             }

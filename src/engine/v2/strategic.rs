@@ -11,8 +11,10 @@
 use serde_json::{Value, json};
 
 use crate::domain::event::kinds::{PLAN_ACCEPTED, PLAN_REFUSED};
+use crate::domain::fingerprint::of_plan;
 use crate::domain::ledger::{LedgerPolicy, PerUnit};
 use crate::domain::plan::{MilestoneStatus, Plan};
+use crate::domain::repair::ProposalVerdict;
 use crate::domain::report::Cause;
 use crate::domain::validate::{KnownTools, PlanError, carry_over, feedback, validate};
 use crate::engine::Halt;
@@ -69,6 +71,14 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
             .await;
         failures.push(asked.reply.as_ref().err().map(|e| e.kind));
         let checked = check(&asked, &known, replan.as_ref(), &snapshot);
+        // An L3 plan identical to one that failed is not run again; nothing is above L3.
+        let repeated = checked.as_ref().ok().map(of_plan).filter(|fp| {
+            replan.is_some() && snapshot.ladder.propose_plan(fp) == ProposalVerdict::GiveUp
+        });
+        let checked = match &repeated {
+            Some(fp) => Err(format!("the plan repeats a failed plan (fingerprint {fp})")),
+            None => checked,
+        };
         let proposal = Proposal {
             attempt,
             checked: &checked,
@@ -87,6 +97,13 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
             .1;
         if accepted {
             return Ok(Strategic::Accepted);
+        }
+        if repeated.is_some() {
+            let reason = checked.err().unwrap_or_default();
+            return Ok(Strategic::Refused {
+                reason,
+                cause: None,
+            });
         }
         errors = checked.err();
     }
@@ -114,7 +131,7 @@ fn input(
     let mut input = json!({
         "goal": cx.task().goal,
         "tools": families,
-        "constraints": {"budget": budget},
+        "constraints": {"budget": budget, "raised": snapshot.ladder.constraints},
         "validation_errors": errors,
     });
     if let (Some(r), Some(current)) = (replan, &snapshot.plan) {
