@@ -88,19 +88,18 @@ fn raising_is_refused_while_the_latest_evaluation_shows_a_regression() {
 }
 
 #[test]
-fn the_committed_default_report_blocks_a_raise() {
+fn the_committed_default_report_allows_a_raise() {
+    // Since transient faults are retried unchanged at L1, v2 (and auto) solve every task v1
+    // solves on the default suite, uncertain-timeout-query included (docs/evaluation.md).
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/suites/default/report/report.json"
     );
     let regressions =
         cairn::engine::rollout::v2_regressions(std::path::Path::new(path)).expect("report");
-    assert!(!regressions.is_empty());
+    assert_eq!(regressions, Vec::<String>::new());
     let rollout = Rollout::new(10, Some(path.into()));
-    assert!(matches!(
-        rollout.set(20),
-        Err(RolloutError::Regression { .. })
-    ));
+    assert!(rollout.set(20).is_ok());
 }
 
 #[tokio::test]
