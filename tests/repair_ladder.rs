@@ -97,6 +97,46 @@ async fn transient_timeouts(stack: Stack) {
 }
 
 #[tokio::test]
+async fn a_tool_still_failing_after_its_transient_retries_is_unavailable_and_replanned_at_l2() {
+    let stack = Stack::start("transient_exhausted.json").await;
+    let id = stack.submit("Count the signups", "v2", 100_000).await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    let events = stack.events(&id).await;
+    let taken = repairs(&events, "m1");
+    let rungs: Vec<(&str, &str)> = taken
+        .iter()
+        .map(|r| {
+            (
+                r["level"].as_str().unwrap_or_default(),
+                r["class"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rungs,
+        [
+            ("retry_step", "transient"),
+            ("retry_step", "transient"),
+            ("replan_milestone", "wrong_result")
+        ],
+        "{taken:#?}"
+    );
+    assert_eq!(taken[2]["reason"], "tool_unavailable");
+    assert!(
+        taken[2]["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("after 2 unchanged retries")),
+        "{taken:#?}"
+    );
+    let stats = stack.sim.stats();
+    assert_eq!(stats.tools["query_primary"].calls, 3);
+    assert_eq!(stats.tools["query_replica"].calls, 1);
+    assert_eq!(stats.llm.by_purpose.get("tactical"), Some(&2));
+    stack.stop().await;
+}
+
+#[tokio::test]
 async fn a_wrong_result_climbs_to_l2_and_its_identical_retry_never_runs() {
     let stack = Stack::start("wrong_result_replan.json").await;
     let id = stack
@@ -181,6 +221,11 @@ async fn an_l3_identical_to_the_failed_plan_stops_and_names_the_failed_dependenc
         plan_reasons(&plans),
         ["initial"],
         "the repeated plan was never installed"
+    );
+    let (_, stats) = stack.get("/v1/stats").await;
+    assert_eq!(
+        stats["plan_validity_rate"], 1.0,
+        "a repeated plan is valid, only refused: {stats}"
     );
     stack.stop().await;
 }

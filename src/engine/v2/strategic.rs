@@ -83,6 +83,7 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
             attempt,
             checked: &checked,
             proposal: asked.reply.as_ref().ok().map(|r| r.value.clone()),
+            repeated: repeated.is_some(),
             reason: match (&replan, snapshot.plan_version) {
                 (Some(_), _) => "replan_strategy",
                 (None, 0) => "initial",
@@ -176,6 +177,8 @@ struct Proposal<'a> {
     checked: &'a Result<Plan, String>,
     /// The model's answer, when it gave one.
     proposal: Option<Value>,
+    /// A valid L3 plan refused as identical to a failed one (not counted as invalid).
+    repeated: bool,
     /// The plan version's reason (`initial` or `replan_strategy`).
     reason: &'static str,
     /// The event that caused an L3 replan.
@@ -194,6 +197,7 @@ fn commit(
         attempt,
         checked,
         proposal,
+        repeated,
         reason,
         cause,
     } = proposal;
@@ -206,7 +210,7 @@ fn commit(
     match checked {
         Err(errors) => {
             if proposal.is_some() {
-                state.metrics.plans_invalid += 1;
+                state.metrics.plans_invalid += u32::from(!repeated);
                 state.metrics.planner_failures += 1;
             }
             record.push(
