@@ -194,10 +194,17 @@ impl RepairHistory {
     }
 
     /// Starts an L3 (counted task-wide before the planner is asked, so a resumed task never
-    /// gets a second one) and records the plan it replaces as failed.
+    /// gets a second one) and records the plan it replaces as failed. The new strategy starts
+    /// with fresh L1/L2 attempts and no closed rungs (it does not inherit the old plan's), but
+    /// every fingerprint that failed still escalates; L3's own limit bounds the whole.
     pub fn begin_replan_strategy(&mut self, replaced: Option<Fingerprint>) {
         self.replan_strategy += 1;
         self.failed_plans.extend(replaced);
+        for entry in self.milestones.values_mut() {
+            entry.retry_step = 0;
+            entry.replan_milestone = 0;
+            entry.exhausted.clear();
+        }
     }
 
     /// Judges an L3 proposal: a plan identical to one that failed is not run again, and there
@@ -243,3 +250,7 @@ impl RepairHistory {
         self.milestones.entry(milestone.to_string()).or_default()
     }
 }
+
+#[cfg(test)]
+#[path = "repair_history_tests.rs"]
+mod tests;
