@@ -62,8 +62,20 @@ enum Command {
         /// Postgres URL; without it a fresh SQLite file under --out is used.
         #[arg(long)]
         database_url: Option<String>,
-        #[arg(long, default_value_t = 8)]
-        workers: usize,
+        /// Runs at a time (default 8; 1 with --live, since a local model serves one call at a
+        /// time).
+        #[arg(long)]
+        workers: Option<usize>,
+        /// Take the model answers from the configured endpoint (CAIRN_LLM_*, or --config)
+        /// instead of the world's policy; tools and acceptance checks stay the world's.
+        #[arg(long)]
+        live: bool,
+        /// Config file for --live (the same format as `cairn serve --config`).
+        #[arg(long, requires = "live")]
+        config: Option<PathBuf>,
+        /// Wall-clock budget of each live run, in seconds.
+        #[arg(long, default_value_t = 600, requires = "live")]
+        run_wall_s: u64,
     },
 }
 
@@ -86,7 +98,18 @@ fn main() -> ExitCode {
             out,
             database_url,
             workers,
-        } => eval(suite, &strategies, repeat, out, database_url, workers),
+            live,
+            config,
+            run_wall_s,
+        } => eval(EvalArgs {
+            suite,
+            strategies,
+            repeat,
+            out,
+            database_url,
+            workers,
+            live: live.then_some((config, run_wall_s)),
+        }),
         Command::Migrate { config } => run(config, |config| async move {
             cairn::server::open_migrated(&config).await.map(|_| ())
         }),
@@ -120,29 +143,46 @@ fn run_sim(scenario: PathBuf, port: u16) -> ExitCode {
     }
 }
 
-/// `cairn eval`: errors end the process with status 1 and one line.
-fn eval(
+/// What `cairn eval` was given; `live` holds `--config` and `--run-wall-s` when `--live` is set.
+struct EvalArgs {
     suite: PathBuf,
-    strategies: &str,
+    strategies: String,
     repeat: u32,
     out: PathBuf,
     database_url: Option<String>,
-    workers: usize,
-) -> ExitCode {
+    workers: Option<usize>,
+    live: Option<(Option<PathBuf>, u64)>,
+}
+
+/// `cairn eval`: errors end the process with status 1 and one line.
+fn eval(args: EvalArgs) -> ExitCode {
     init_tracing(LogFormat::Text, "warn");
     let result = (|| -> anyhow::Result<()> {
-        let params = cairn::eval::runner::EvalParams {
-            suite,
-            strategies: cairn::eval::runner::parse_strategies(strategies)?,
-            repeat,
-            out,
-            database_url,
-            workers,
-            progress: true,
-        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()?;
+        // The model client is built inside the runtime (its HTTP client needs one).
+        let live = match &args.live {
+            Some((config, run_wall_s)) => {
+                let _guard = runtime.enter();
+                Some(cairn::wiring::eval::live_model(
+                    config.as_deref(),
+                    run_wall_s.saturating_mul(1000),
+                )?)
+            }
+            None => None,
+        };
+        let default_workers = if live.is_some() { 1 } else { 8 };
+        let params = cairn::eval::runner::EvalParams {
+            suite: args.suite,
+            strategies: cairn::eval::runner::parse_strategies(&args.strategies)?,
+            repeat: args.repeat,
+            out: args.out,
+            database_url: args.database_url,
+            workers: args.workers.unwrap_or(default_workers),
+            progress: true,
+            live,
+        };
         runtime.block_on(cairn::wiring::eval::evaluate(&params))?;
         Ok(())
     })();

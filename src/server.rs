@@ -22,7 +22,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::store::{self, Backend, Store, StoreError};
-use crate::worker::{Reaper, ReaperParams, WorkerPool, process_worker_id};
+use crate::worker::{Reaper, ReaperParams, WorkerPool, claim_node};
 
 /// Prefix of the line that announces the bound address.
 pub const LISTENING_PREFIX: &str = "cairn: listening on http://";
@@ -96,7 +96,10 @@ pub async fn serve_with(
         source,
     })?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let worker_id = process_worker_id();
+    let node = crate::worker::node_id(config.node_id.as_deref(), &data_location(&config));
+    // Held until this function returns: the proof that no other live process is this node.
+    let (_node_lock, node) = claim_node(store.as_ref(), clock.as_ref(), &node).await?;
+    let worker_id = crate::worker::worker_id(&node);
 
     let reaper = Reaper::start(ReaperParams {
         store: store.clone(),
@@ -127,6 +130,25 @@ pub async fn serve_with(
     http.stop().await?;
     tracing::info!(drained = report.drained, "cairn stopped");
     Ok(())
+}
+
+/// What the default node id is derived from: where the data lives (the database URL without
+/// its credentials, or the SQLite file's absolute path).
+fn data_location(config: &Config) -> String {
+    match &config.database_url {
+        Some(url) => match reqwest::Url::parse(url.expose()) {
+            Ok(mut url) => {
+                let _ = url.set_password(None);
+                let _ = url.set_username("");
+                url.to_string()
+            }
+            Err(_) => "postgres".into(),
+        },
+        None => std::fs::canonicalize(&config.sqlite_path)
+            .unwrap_or_else(|_| config.sqlite_path.clone())
+            .display()
+            .to_string(),
+    }
 }
 
 /// The HTTP server task and the switch that stops it.

@@ -27,8 +27,28 @@ async fn sigkill_mid_task_then_restart_finishes_without_losing_or_repeating_even
     let db = common::TestPg::create().await;
     let store = PgStore::connect(&db.url, 2).await.expect("connect");
     store.migrate().await.expect("migrate");
-    crash_and_resume(Db::Postgres(&db.url), &store).await;
+    crash_and_resume(Db::Postgres(&db.url), &store, FAST_LEASES).await;
     db.drop_database().await;
+}
+
+/// With the default settings (30 s leases, a reaper every 5 s) the restarted process does not
+/// wait for the dead one's lease to expire: it has the same node id (same host, same data), takes
+/// the node's lock, and requeues that node's leases at start-up.
+#[tokio::test]
+async fn a_restart_with_default_settings_reclaims_the_dead_process_leases_at_once_on_postgres() {
+    let db = common::TestPg::create().await;
+    let store = PgStore::connect(&db.url, 2).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    crash_and_resume(Db::Postgres(&db.url), &store, &[]).await;
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn a_restart_with_default_settings_reclaims_the_dead_process_leases_at_once_on_sqlite() {
+    let db = common::TestSqlite::create();
+    let store = SqliteStore::open(&db.path).await.expect("open");
+    store.migrate().await.expect("migrate");
+    crash_and_resume(Db::Sqlite(&db.path), &store, &[]).await;
 }
 
 /// The embedded default survives a crash the same way (one process at a time on the file).
@@ -37,12 +57,12 @@ async fn sigkill_mid_task_then_restart_finishes_without_losing_or_repeating_even
     let db = common::TestSqlite::create();
     let store = SqliteStore::open(&db.path).await.expect("open");
     store.migrate().await.expect("migrate");
-    crash_and_resume(Db::Sqlite(&db.path), &store).await;
+    crash_and_resume(Db::Sqlite(&db.path), &store, FAST_LEASES).await;
 }
 
-/// `store` reads the same database as the child processes.
-async fn crash_and_resume(db: Db<'_>, store: &dyn Store) {
-    let first = Serve::start(db, FAST_LEASES).await;
+/// `store` reads the same database as the child processes, which run with `env`.
+async fn crash_and_resume(db: Db<'_>, store: &dyn Store, env: &[(&str, &str)]) {
+    let first = Serve::start(db, env).await;
     let id = post_task(first.addr, STEPS, 300).await;
     wait_events(store, id, "two committed steps", |events| {
         count(events, kinds::ENGINE_STEP) >= 2
@@ -58,7 +78,7 @@ async fn crash_and_resume(db: Db<'_>, store: &dyn Store) {
     assert!(!before.iter().any(|e| kinds::is_terminal(&e.kind)));
 
     let restarted = Instant::now();
-    let second = Serve::start(db, FAST_LEASES).await;
+    let second = Serve::start(db, env).await;
     let reclaimed = wait_events(store, id, "a second claim", |events| {
         count(events, kinds::TASK_CLAIMED) >= 2
     })
@@ -69,8 +89,13 @@ async fn crash_and_resume(db: Db<'_>, store: &dyn Store) {
     })
     .await;
     eprintln!(
-        "recovery: {} ms from restart to re-claim (lease TTL 2000 ms, reaper every 200 ms)",
+        "recovery: {} ms from restart to re-claim (settings {env:?})",
         recovery.as_millis()
+    );
+    // Reclaimed at start-up by the restarted node, well before a 30 s lease could expire.
+    assert!(
+        recovery < std::time::Duration::from_secs(15),
+        "re-claimed after {recovery:?}"
     );
     assert!(reclaimed.len() > before.len());
 
@@ -92,7 +117,14 @@ async fn crash_and_resume(db: Db<'_>, store: &dyn Store) {
         .filter_map(|e| e.data["index"].as_u64())
         .min();
     assert_eq!(resumed_from, Some(steps_before as u64 + 1));
-    assert_eq!(count(&events, kinds::TASK_LEASE_EXPIRED), 1);
+    // The restarted process (same node: same host and data) took the node's lock and requeued
+    // the dead process's lease at start-up; the lease never had to expire.
+    let reclaimed = events
+        .iter()
+        .filter(|e| e.kind == kinds::TASK_RELEASED && e.data["reason"] == "owner_restarted")
+        .count();
+    assert_eq!(reclaimed, 1);
+    assert_eq!(count(&events, kinds::TASK_LEASE_EXPIRED), 0);
     assert_eq!(count(&events, kinds::TASK_SUCCEEDED), 1);
     assert_eq!(
         events.last().map(|e| e.kind.as_str()),

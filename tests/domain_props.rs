@@ -158,17 +158,35 @@ proptest! {
         totals in totals(),
         efforts in proptest::collection::vec(1u32..10, 1..8),
         reserve_pct in 0u32..=50,
+        pre_plan in proptest::collection::vec(usage(), 0..3),
         ops in proptest::collection::vec(op(), 0..60),
     ) {
-        let policy = LedgerPolicy { reserve: cairn::domain::ledger::Fraction::from_f64(f64::from(reserve_pct) / 100.0), ..LedgerPolicy::default() };
+        let policy = LedgerPolicy { reserve: cairn::domain::ledger::Fraction::from_f64(f64::from(reserve_pct) / 100.0) };
         let shares: Vec<(String, u32)> = efforts.iter().enumerate().map(|(i, e)| (format!("m{i}"), *e)).collect();
-        let (mut ledger, mut log) = Ledger::allocate(totals, &shares, &policy).unwrap();
+        // Spend before the plan (gate, strategic calls), stored before the allocation.
+        let mut log: Vec<LedgerMovement> = pre_plan.iter().flat_map(|usage| Unit::ALL.into_iter().map(|unit| LedgerMovement {
+            milestone_id: None, kind: MovementKind::Charge, unit, amount: *usage.get(unit),
+        })).filter(|m| m.amount > 0).collect();
+        let (mut ledger, allocation) = Ledger::open(totals, &log, &shares, &policy).unwrap();
+        let (plain, plain_allocation) = Ledger::allocate(totals, &shares, &policy).unwrap();
+        // Whether some spend was reported as not covered (the engine then stops the task).
+        let mut reported = PerUnit::<bool>::default();
         for unit in Unit::ALL {
             let book = ledger.book(unit);
-            prop_assert_eq!(book.reserve, *totals.get(unit) * u64::from(reserve_pct) / 100);
+            let share = *totals.get(unit) * u64::from(reserve_pct) / 100;
+            prop_assert_eq!(plain.book(unit).reserve, share);
             // The rounding remainder is less than one unit per milestone.
-            prop_assert!(book.unallocated < shares.len() as u64);
+            prop_assert!(plain.book(unit).unallocated < shares.len() as u64);
+            let owed: u64 = log.iter().filter(|m| m.unit == unit).map(|m| m.amount).sum();
+            if owed <= share {
+                // Pre-plan spend within the reserve's share: the plain allocation, less it.
+                prop_assert_eq!(book.reserve, share - owed);
+                prop_assert_eq!(allocation.iter().filter(|m| m.unit == unit).collect::<Vec<_>>(), plain_allocation.iter().filter(|m| m.unit == unit).collect::<Vec<_>>());
+            }
+            *reported.get_mut(unit) = owed > book.total;
+            prop_assert_eq!(book.uncovered(), owed.saturating_sub(book.total));
         }
+        log.extend(allocation);
         for (step, op) in ops.into_iter().enumerate() {
             let before = ledger.clone();
             let ids: Vec<String> = ledger.book(Unit::Tokens).accounts.keys().cloned().collect();
@@ -178,10 +196,19 @@ proptest! {
                     let id = pick.get(&ids).clone();
                     let outcome = ledger.charge(&id, usage).unwrap();
                     prop_assert_eq!(outcome.is_exhausted(), Unit::ALL.iter().any(|u| ledger.account(&id, *u).unwrap().overrun() > 0 && *usage.get(*u) > 0));
+                    for e in &outcome.exhausted {
+                        *reported.get_mut(e.unit) = true;
+                    }
                     charged_milestone = Some(id);
                     outcome.movements
                 }
-                Op::Overhead(usage) => ledger.charge_overhead(usage).unwrap().movements,
+                Op::Overhead(usage) => {
+                    let outcome = ledger.charge_overhead(usage).unwrap();
+                    for e in &outcome.exhausted {
+                        *reported.get_mut(e.unit) = true;
+                    }
+                    outcome.movements
+                }
                 Op::Pass { pick } => ledger.return_unspent(pick.get(&ids).as_str()).unwrap(),
                 Op::Rebalance { release, efforts } => {
                     let mut release: Vec<String> = release.iter().map(|i| i.get(&ids).clone()).collect();
@@ -209,6 +236,22 @@ proptest! {
             }
             log.extend(movements);
             prop_assert_eq!(&Ledger::replay(totals, &log).unwrap(), &ledger);
+            for unit in Unit::ALL {
+                let book = ledger.book(unit);
+                // The books never account more than the budget: whatever is spent beyond it
+                // is uncovered, and uncovered spend was reported when it was charged.
+                prop_assert!(book.spent() - book.uncovered() <= book.total);
+                if book.uncovered() > 0 {
+                    prop_assert!(*reported.get(unit), "uncovered spend was never reported");
+                } else {
+                    prop_assert!(book.spent() <= book.total);
+                }
+                // What a result reports as spend (every charge on the books) is the sum of the
+                // charge entries.
+                let charges: u64 = log.iter().filter(|m| m.unit == unit && m.kind == MovementKind::Charge).map(|m| m.amount).sum();
+                prop_assert_eq!(*ledger.spent().get(unit), charges);
+                prop_assert_eq!(book.spent(), charges);
+            }
         }
     }
 }

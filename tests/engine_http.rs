@@ -11,6 +11,7 @@
 mod common;
 mod engine_stack;
 
+use cairn::domain::ledger::{Ledger, LedgerMovement, PerUnit, Unit};
 use engine_stack::Stack;
 use serde_json::Value;
 
@@ -82,6 +83,33 @@ async fn worked_example(stack: Stack) {
         }
     }
     assert_eq!(after_m1, Some(53_857));
+    // As the engine books it, the reserve also paid the pre-plan gate and strategic calls
+    // (1,800): replayed through the domain ledger, 52,057 right after m1's return.
+    let entries = ledger["entries"].as_array().expect("entries");
+    let m1_return = entries
+        .iter()
+        .position(|e| e["kind"] == "return" && e["milestone_id"] == "m1" && e["unit"] == "tokens")
+        .expect("m1 returns");
+    let movements: Vec<LedgerMovement> = entries[..=m1_return]
+        .iter()
+        .map(|e| {
+            LedgerMovement::from_parts(
+                e["milestone_id"].as_str().map(str::to_string),
+                e["kind"].as_str().unwrap(),
+                e["unit"].as_str().unwrap(),
+                e["amount"].as_i64().unwrap(),
+            )
+            .unwrap()
+        })
+        .collect();
+    let totals = PerUnit {
+        tokens: 200_000,
+        tool_calls: 100,
+        wall_ms: 600_000,
+    };
+    let books = Ledger::replay(totals, &movements).expect("replays");
+    assert_eq!(books.book(Unit::Tokens).reserve, 52_057);
+    assert_eq!(books.book(Unit::Tokens).owed(), 0);
     assert_eq!(tokens["milestones"]["m4"]["granted"], 6_286);
     assert_eq!(tokens["milestones"]["m4"]["spent"], 52_000);
     let milestones: i64 = ["m1", "m2", "m3", "m4"]
@@ -125,6 +153,25 @@ async fn worked_example(stack: Stack) {
     }
     let stats = stack.sim.stats();
     assert_eq!(stats.tools["search"].calls, 1, "m1's search ran once");
+    // Side effects at most once by content: a/config.py, b/settings.py, c/config.py (m4's
+    // first patch; its L2 list repeats it and gets the receipt; the L1 retry repeated the
+    // failed list and never ran) and c/start.sh, once each.
+    let edits = &stats.tools["edit_file"];
+    assert_eq!(
+        (edits.calls, edits.distinct_args, edits.max_calls_per_args),
+        (4, 4, 1),
+        "{edits:?}"
+    );
+    let c_config = of_kind(&events, "step.finished", "m4")
+        .into_iter()
+        .filter(|e| {
+            e["data"]["tool"] == "edit_file" && e["data"]["output"]["patched"] == "c/config.py"
+        })
+        .count();
+    assert_eq!(
+        c_config, 2,
+        "two steps patch c/config.py; the tool saw one call"
+    );
     let seqs: Vec<i64> = events.iter().map(seq).collect();
     assert_eq!(
         seqs,
@@ -180,14 +227,30 @@ async fn worked_example(stack: Stack) {
 }
 
 #[tokio::test]
-async fn the_gate_sends_a_one_tool_question_direct() {
+async fn the_gate_sends_a_one_tool_question_direct_once_its_kind_has_a_record() {
     let stack = Stack::start("direct_question.toml").await;
-    let id = stack
-        .submit("What version of service A is deployed?", "auto", 50_000)
-        .await;
+    const QUESTION: &str = "What version of service A is deployed?";
+    // No direct history for `lookup` yet: the prior (0.5) is below 0.9, so the gate plans.
+    let id = stack.submit(QUESTION, "auto", 50_000).await;
+    let first = stack.finished(&id).await;
+    assert_eq!(first["result"]["gate"]["route"], "plan", "{first:#}");
+    let unreliable = &first["result"]["gate"]["reasons"][1];
+    assert_eq!(unreliable["rule"], "direct_unreliable", "{first:#}");
+    assert_eq!(unreliable["from_history"], false);
+    // Eight direct runs of the kind (strategy direct) succeed: (8 + 1) / (8 + 2) = 0.9.
+    for _ in 0..8 {
+        let id = stack.submit(QUESTION, "direct", 50_000).await;
+        assert_eq!(stack.finished(&id).await["status"], "succeeded");
+    }
+    stack.sim.reset();
+    let id = stack.submit(QUESTION, "auto", 50_000).await;
     let task = stack.finished(&id).await;
     assert_eq!(task["status"], "succeeded", "{task:#}");
     assert_eq!(task["result"]["gate"]["route"], "direct");
+    assert_eq!(
+        task["result"]["gate"]["reasons"][1]["rule"],
+        "direct_reliable"
+    );
     let events = stack.events(&id).await;
     assert!(
         events
@@ -200,8 +263,8 @@ async fn the_gate_sends_a_one_tool_question_direct() {
     );
     assert_eq!(stack.sim.stats().llm.by_purpose.get("strategic"), None);
     let (_, gate) = stack.get("/v1/stats/gate").await;
-    assert_eq!(gate["decisions"], 1, "{gate}");
-    assert_eq!(gate["by_route"]["direct"], 1);
+    assert_eq!(gate["decisions"], 10, "{gate}");
+    assert_eq!(gate["by_route"]["direct"], 9);
     assert_eq!(gate["direct_success_by_kind"]["lookup"], 1.0);
     assert_eq!(gate["direct_failed"], serde_json::json!([]));
     stack.stop().await;

@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use cairn::domain::task::{DEFAULT_TENANT, NewTask, Strategy};
-use cairn::engine::runtime::ports::{ModelCall, ModelPort, Purpose, ToolCall, ToolPort};
+use cairn::engine::runtime::ports::{ModelCall, ModelPort, Purpose, Repeat, ToolCall, ToolPort};
 use cairn::eval::suite::{Category, Suite, SuiteError};
 use cairn::eval::world::{META_KEY, World};
 use cairn::store::Store;
@@ -148,11 +148,9 @@ async fn a_fact_in_context_is_known_and_a_guess_does_not_depend_on_the_strategy(
     let found = world
         .call(ToolCall {
             task_id: id,
-            milestone: "reactive".into(),
-            step: "r1".into(),
-            attempt: 0,
             tool: "search".into(),
             args: json!({"q": "bug"}),
+            repeat: Repeat::default(),
         })
         .await
         .expect("search");
@@ -168,11 +166,9 @@ async fn a_fact_in_context_is_known_and_a_guess_does_not_depend_on_the_strategy(
     let wrong = world
         .call(ToolCall {
             task_id: id,
-            milestone: "reactive".into(),
-            step: "r2".into(),
-            attempt: 0,
             tool: "edit".into(),
             args: json!({"path": "guess-module-0"}),
+            repeat: Repeat::default(),
         })
         .await
         .expect("edit");

@@ -25,7 +25,7 @@ use cairn::llm::{
     ChatMessage, ChatRequest, Completion, Endpoints, LlmClient, Purpose, RetryPolicy,
 };
 use cairn::sim::{Scenario, SimServer, SimStats};
-use cairn::tools::{MemoryReceipts, ToolCall, ToolClient, ToolRegistry, ToolResult};
+use cairn::tools::{MemoryReceipts, Repeat, ToolCall, ToolClient, ToolRegistry, ToolResult};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -86,14 +86,13 @@ impl Clients {
         answer
     }
 
-    async fn tool(&self, milestone: &str, step: &str, tool: &str, args: &Value) -> ToolResult {
+    /// Calls `tool` as the engine would for a step's first occurrence in its list.
+    async fn tool(&self, tool: &str, args: &Value) -> ToolResult {
         let call = ToolCall {
             task_id: self.task,
-            milestone_id: milestone.into(),
-            step_id: step.into(),
-            attempt: 1,
             tool: tool.into(),
             args: args.clone(),
+            repeat: Repeat::Nth(0),
             sandbox: false,
         };
         let result = self.tools.call(&call).await.expect("tool answers");
@@ -174,13 +173,11 @@ async fn run_milestone(clients: &Clients, plan: &Value, id: &str, steps: &Value)
     )
     .expect("steps valid for the milestone");
     for step in &list.steps {
-        clients.tool(id, &step.id, &step.tool, &step.args).await;
+        clients.tool(&step.tool, &step.args).await;
     }
     let accept = &milestone["accept"];
     assert_eq!(accept["type"], "command");
-    let check = clients
-        .tool(id, &format!("{id}.check"), "run", &accept["args"])
-        .await;
+    let check = clients.tool("run", &accept["args"]).await;
     check.output["exit_code"].as_i64().expect("exit code")
 }
 
@@ -246,9 +243,7 @@ async fn the_worked_example_replays_the_seed_figures() {
     // m1: search; its artifact misses c/start.sh.
     let m1 = clients.ask(Purpose::Tactical, Some(("m1", 1))).await;
     let steps: StepList = serde_json::from_value(m1.json.clone().expect("steps")).expect("steps");
-    let search = clients
-        .tool("m1", &steps.steps[0].id, "search", &steps.steps[0].args)
-        .await;
+    let search = clients.tool("search", &steps.steps[0].args).await;
     assert_eq!(
         search.artifacts["usage_list"].as_array().map(Vec::len),
         Some(3)
@@ -373,12 +368,7 @@ async fn the_direct_question_takes_one_tool_call() {
     let steps: StepList = serde_json::from_value(first.json.expect("json")).expect("steps");
     assert_eq!(steps.steps.len(), 1);
     let result = clients
-        .tool(
-            "direct",
-            &steps.steps[0].id,
-            &steps.steps[0].tool,
-            &steps.steps[0].args,
-        )
+        .tool(&steps.steps[0].tool, &steps.steps[0].args)
         .await;
     assert_eq!(result.artifacts["version"], "2.4.1");
     let done = clients
@@ -420,7 +410,7 @@ async fn the_generic_mode_plans_and_works_over_generic_tools() {
         )
         .expect("steps valid");
         let step = &steps.steps[0];
-        let result = clients.tool(id, &step.id, &step.tool, &step.args).await;
+        let result = clients.tool(&step.tool, &step.args).await;
         assert!(
             result
                 .artifacts

@@ -18,6 +18,8 @@ mod common;
 
 #[path = "store_conformance/leases.rs"]
 mod leases;
+#[path = "store_conformance/nodes.rs"]
+mod nodes;
 #[path = "store_conformance/records.rs"]
 mod records;
 #[path = "store_conformance/sqlite_file.rs"]
@@ -112,6 +114,8 @@ conformance! {
     leases::release_requeues_with_checkpoint => sqlite_release_requeues_with_checkpoint, postgres_release_requeues_with_checkpoint;
     leases::heartbeat_extends_until_lost => sqlite_heartbeat_extends_until_lost, postgres_heartbeat_extends_until_lost;
     leases::lease_expiry_follows_the_clock => sqlite_lease_expiry_follows_the_clock, postgres_lease_expiry_follows_the_clock;
+    nodes::node_lock_is_exclusive_until_dropped => sqlite_node_lock_is_exclusive_until_dropped, postgres_node_lock_is_exclusive_until_dropped;
+    nodes::reclaim_requeues_only_the_node_s_leases => sqlite_reclaim_requeues_only_the_node_s_leases, postgres_reclaim_requeues_only_the_node_s_leases;
     records::plan_versions_round_trip => sqlite_plan_versions_round_trip, postgres_plan_versions_round_trip;
     records::failed_commit_writes_nothing => sqlite_failed_commit_writes_nothing, postgres_failed_commit_writes_nothing;
     records::ledger_and_artifacts_round_trip => sqlite_ledger_and_artifacts_round_trip, postgres_ledger_and_artifacts_round_trip;

@@ -21,8 +21,8 @@ use cairn::store::Store;
 use cairn::store::postgres::PgStore;
 use cairn::store::sqlite::SqliteStore;
 use cairn::tools::{
-    MemoryReceipts, ReceiptStore, StoreReceipts, ToolCall, ToolClient, ToolError, ToolFailure,
-    ToolRegistry, ToolSpec, idempotency_key,
+    MemoryReceipts, ReceiptStore, Repeat, StoreReceipts, ToolCall, ToolClient, ToolError,
+    ToolFailure, ToolRegistry, ToolSpec, idempotency_key,
 };
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -37,14 +37,13 @@ async fn sim(name: &str) -> SimServer {
         .expect("sim starts")
 }
 
-fn call(task: Uuid, step: &str, attempt: u32, tool: &str, args: Value) -> ToolCall {
+/// A call identified by its content; `repeat` counts earlier identical actions of its list.
+fn call(task: Uuid, repeat: u32, tool: &str, args: Value) -> ToolCall {
     ToolCall {
         task_id: task,
-        milestone_id: "m4".into(),
-        step_id: step.into(),
-        attempt,
         tool: tool.into(),
         args,
+        repeat: Repeat::Nth(repeat),
         sandbox: false,
     }
 }
@@ -70,13 +69,7 @@ async fn invalid_arguments_and_unknown_tools_are_refused_before_sending() {
     let task = Uuid::now_v7();
 
     let error = client
-        .call(&call(
-            task,
-            "m4.s1",
-            1,
-            "edit_file",
-            json!({"path": "c/start.sh"}),
-        ))
+        .call(&call(task, 0, "edit_file", json!({"path": "c/start.sh"})))
         .await
         .expect_err("find and replace are missing");
     let ToolError::InvalidArgs { messages, .. } = &error else {
@@ -89,8 +82,7 @@ async fn invalid_arguments_and_unknown_tools_are_refused_before_sending() {
     let error = client
         .call(&call(
             task,
-            "m4.s1",
-            1,
+            0,
             "run",
             json!({"cmd": "make test", "cwd": "d"}),
         ))
@@ -99,7 +91,7 @@ async fn invalid_arguments_and_unknown_tools_are_refused_before_sending() {
     assert_eq!(error.failure(), ToolFailure::InvalidArgs);
 
     let error = client
-        .call(&call(task, "m4.s1", 1, "teleport", json!({})))
+        .call(&call(task, 0, "teleport", json!({})))
         .await
         .expect_err("not registered");
     assert_eq!(error.failure(), ToolFailure::UnknownTool);
@@ -113,12 +105,12 @@ async fn receipts_prevent_a_second_side_effect(receipts: Arc<dyn ReceiptStore>) 
     let server = sim("worked_example.json").await;
     let client = client(&server, Some(receipts.clone()));
     let task = Uuid::now_v7();
-    let patch = call(task, "m4.s2", 1, "edit_file", edit("c/start.sh"));
+    let patch = call(task, 0, "edit_file", edit("c/start.sh"));
 
     let first = client.call(&patch).await.expect("patched");
     assert_eq!(
         first.idempotency_key,
-        idempotency_key(task, "m4", "m4.s2", 1)
+        idempotency_key(task, "edit_file", &edit("c/start.sh"), &Repeat::Nth(0))
     );
     assert!(!first.from_receipt && first.simulated);
     assert_eq!(first.output["patched"], "c/start.sh");
@@ -138,23 +130,35 @@ async fn receipts_prevent_a_second_side_effect(receipts: Arc<dyn ReceiptStore>) 
     );
     assert_eq!(tool_stats(&server, "edit_file"), (1, 1));
 
-    // A new logical attempt is a new key and a new call.
-    let retry = client
-        .call(&call(task, "m4.s2", 2, "edit_file", edit("c/start.sh")))
+    // The same action with its arguments in another order (another step, attempt, repair or
+    // plan version asking for it): the same key, answered from the receipt.
+    let reordered = json!({"replace": "db.dsn", "find": "db.url", "path": "c/start.sh"});
+    let same = client
+        .call(&call(task, 0, "edit_file", reordered))
         .await
-        .expect("second attempt");
-    assert!(!retry.from_receipt);
-    assert_ne!(retry.idempotency_key, first.idempotency_key);
+        .expect("from receipt");
+    assert!(same.from_receipt);
+    assert_eq!(same.idempotency_key, first.idempotency_key);
+    assert_eq!(tool_stats(&server, "edit_file"), (1, 1));
+
+    // A deliberate repeat (a second identical step in one list) is a new key and a new call.
+    let repeat = client
+        .call(&call(task, 1, "edit_file", edit("c/start.sh")))
+        .await
+        .expect("deliberate repeat");
+    assert!(!repeat.from_receipt);
+    assert_ne!(repeat.idempotency_key, first.idempotency_key);
     assert_eq!(tool_stats(&server, "edit_file"), (2, 2));
+    // Other arguments are another action.
+    let other = client
+        .call(&call(task, 0, "edit_file", edit("c/config.py")))
+        .await
+        .expect("another file");
+    assert!(!other.from_receipt);
+    assert_eq!(tool_stats(&server, "edit_file"), (3, 3));
 
     // Tools without side effects never get receipts: `run` is sent every time.
-    let check = call(
-        task,
-        "check",
-        1,
-        "run",
-        json!({"cmd": "make test", "cwd": "c"}),
-    );
+    let check = call(task, 0, "run", json!({"cmd": "make test", "cwd": "c"}));
     for _ in 0..2 {
         let result = client.call(&check).await.expect("run");
         assert!(!result.from_receipt);
@@ -198,7 +202,7 @@ async fn without_receipts_a_repeat_is_sent_with_the_same_key() {
     let server = sim("worked_example.json").await;
     let client = client(&server, None);
     let task = Uuid::now_v7();
-    let patch = call(task, "m4.s2", 1, "edit_file", edit("c/start.sh"));
+    let patch = call(task, 0, "edit_file", edit("c/start.sh"));
     let first = client.call(&patch).await.expect("first");
     let second = client.call(&patch).await.expect("second");
     assert_eq!(first.idempotency_key, second.idempotency_key);
@@ -214,13 +218,7 @@ async fn state_rules_and_artifacts_follow_the_scenario() {
     let task = Uuid::now_v7();
 
     let search = client
-        .call(&call(
-            task,
-            "m1.s1",
-            1,
-            "search",
-            json!({"pattern": "db.url"}),
-        ))
+        .call(&call(task, 0, "search", json!({"pattern": "db.url"})))
         .await
         .expect("search");
     assert_eq!(
@@ -228,17 +226,10 @@ async fn state_rules_and_artifacts_follow_the_scenario() {
         Some(&json!(["a/config.py", "b/settings.py", "c/config.py"]))
     );
 
-    let test_c = |step: &str| {
-        call(
-            task,
-            step,
-            1,
-            "run",
-            json!({"cmd": "make test", "cwd": "c"}),
-        )
-    };
+    // `run` has no side effects: it is sent every time, whatever its key.
+    let test_c = |_occasion: &str| call(task, 0, "run", json!({"cmd": "make test", "cwd": "c"}));
     client
-        .call(&call(task, "m4.s1", 1, "edit_file", edit("c/config.py")))
+        .call(&call(task, 0, "edit_file", edit("c/config.py")))
         .await
         .expect("edit");
     let failing = client.call(&test_c("check.1")).await.expect("run");
@@ -252,7 +243,7 @@ async fn state_rules_and_artifacts_follow_the_scenario() {
     // Another task's edits do not count for this one.
     let other = Uuid::now_v7();
     client
-        .call(&call(other, "m4.s2", 1, "edit_file", edit("c/start.sh")))
+        .call(&call(other, 0, "edit_file", edit("c/start.sh")))
         .await
         .expect("edit");
     assert_eq!(
@@ -261,7 +252,7 @@ async fn state_rules_and_artifacts_follow_the_scenario() {
     );
 
     client
-        .call(&call(task, "m4.s2", 1, "edit_file", edit("c/start.sh")))
+        .call(&call(task, 0, "edit_file", edit("c/start.sh")))
         .await
         .expect("edit");
     assert_eq!(
@@ -289,7 +280,7 @@ async fn tool_failures_are_classified() {
     let receipts = Arc::new(MemoryReceipts::default());
     let client = ToolClient::new(registry, Some(receipts.clone()), Arc::new(SystemClock));
     let task = Uuid::now_v7();
-    let attempt = |tool: &str, n: u32| call(task, "s", n, tool, json!({}));
+    let attempt = |tool: &str, _n: u32| call(task, 0, tool, json!({}));
 
     let error = client
         .call(&attempt("flaky", 1))
@@ -358,7 +349,7 @@ async fn a_4xx_from_the_tool_is_a_client_error_and_sandbox_calls_go_to_the_sandb
     let task = Uuid::now_v7();
 
     let error = client
-        .call(&call(task, "s", 1, "edit_file", json!({"path": 1})))
+        .call(&call(task, 0, "edit_file", json!({"path": 1})))
         .await
         .expect_err("the tool refuses");
     assert!(
@@ -368,7 +359,7 @@ async fn a_4xx_from_the_tool_is_a_client_error_and_sandbox_calls_go_to_the_sandb
     assert_eq!(error.failure(), ToolFailure::ClientError);
     assert!(!error.is_transient());
 
-    let mut shadow = call(task, "s", 2, "edit_file", edit("a/config.py"));
+    let mut shadow = call(task, 0, "edit_file", edit("a/config.py"));
     shadow.sandbox = true;
     client.call(&shadow).await.expect("sandboxed");
     assert_eq!(tool_stats(&sandbox, "edit_file"), (1, 1));

@@ -379,3 +379,46 @@ async fn two_serve_processes_on_one_postgres_share_tasks_without_overlap() {
     assert_eq!(two.terminate().await, Some(0));
     db.drop_database().await;
 }
+
+/// Two live processes of one node (same host, same database: the same default node id) never
+/// take each other's tasks: the second finds the node's lock held, reclaims nothing, and runs
+/// under a node id of its own. The first process's running task stays its own to the end.
+#[tokio::test]
+async fn a_second_live_process_of_the_same_node_reclaims_nothing() {
+    let db = common::TestPg::create().await;
+    let store = PgStore::connect(&db.url, 2).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    let settings = [("CAIRN_WORKERS", "1"), ("CAIRN_POLL_INTERVAL_MS", "200")];
+    let one = Serve::start(Db::Postgres(&db.url), &settings).await;
+    let id = post_task(one.addr, 10, 150).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while events(&store, id)
+        .await
+        .iter()
+        .filter(|e| e.kind == kinds::ENGINE_STEP)
+        .count()
+        < 2
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the task did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let two = Serve::start(Db::Postgres(&db.url), &settings).await;
+    let tasks = wait_terminal(&store, &[id]).await;
+    assert_eq!(tasks[0].status, TaskStatus::Succeeded);
+    assert_eq!(
+        tasks[0].attempts, 1,
+        "the live process's task was taken from it"
+    );
+    let history = events(&store, id).await;
+    assert!(
+        !history.iter().any(|e| e.kind == kinds::TASK_RELEASED),
+        "{:?}",
+        history.iter().map(|e| &e.kind).collect::<Vec<_>>()
+    );
+    assert_eq!(one.terminate().await, Some(0));
+    assert_eq!(two.terminate().await, Some(0));
+    db.drop_database().await;
+}

@@ -169,7 +169,7 @@ impl ToolPort for NoopTools {
         }
         let i = call.args["i"].as_u64().unwrap_or_default();
         Ok(ToolReply {
-            output: json!({"ok": true, "step": call.step}),
+            output: json!({"ok": true, "i": i}),
             artifacts: BTreeMap::from([(format!("out_{i}"), json!({"ok": true, "i": i}))]),
             error: None,
         })

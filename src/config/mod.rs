@@ -49,6 +49,10 @@ pub struct Config {
     pub sqlite_path: PathBuf,
     /// Worker loops per process.
     pub workers: usize,
+    /// This process's node identity, the prefix of its worker ids. A restarted process with the
+    /// same node id requeues the tasks its dead predecessor held at once, instead of after
+    /// their leases expire. Default: the host name and a hash of the data location.
+    pub node_id: Option<String>,
     /// Lease length; a worker that stops heartbeating loses its task after this long.
     pub lease_ttl_ms: u64,
     /// Heartbeat period; well under `lease_ttl_ms`.
@@ -97,6 +101,7 @@ impl Default for Config {
             database_url: None,
             sqlite_path: PathBuf::from("cairn.db"),
             workers: 4,
+            node_id: None,
             lease_ttl_ms: 30_000,
             heartbeat_ms: 10_000,
             reaper_interval_ms: 5_000,
@@ -124,6 +129,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_DATABASE_URL", "database_url"),
     ("CAIRN_SQLITE_PATH", "sqlite_path"),
     ("CAIRN_WORKERS", "workers"),
+    ("CAIRN_NODE_ID", "node_id"),
     ("CAIRN_LEASE_TTL_MS", "lease_ttl_ms"),
     ("CAIRN_HEARTBEAT_MS", "heartbeat_ms"),
     ("CAIRN_REAPER_INTERVAL_MS", "reaper_interval_ms"),

@@ -46,10 +46,11 @@ impl Config {
         }
         if !(0.0..=1.0).contains(&engine.direct_min_success)
             || !(0.0..=1.0).contains(&engine.direct_success_prior)
+            || !(0.0..=1000.0).contains(&engine.direct_prior_weight)
         {
             return Err(invalid(
-                "engine.direct_min_success / engine.direct_success_prior",
-                "must be within 0..=1".into(),
+                "engine.direct_min_success / engine.direct_success_prior / engine.direct_prior_weight",
+                "must be within 0..=1 (the weight 0..=1000)".into(),
             ));
         }
         if self.rollout_percent > 100 {
@@ -68,6 +69,18 @@ impl Config {
                 "workers (CAIRN_WORKERS)",
                 format!("must be 1..=1024, got {}", self.workers),
             ));
+        }
+        if let Some(node) = &self.node_id {
+            let ok = (1..=64).contains(&node.len())
+                && node
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            if !ok {
+                return Err(invalid(
+                    "node_id (CAIRN_NODE_ID)",
+                    format!("must be 1 to 64 of A-Z a-z 0-9 - _ ., got {node:?}"),
+                ));
+            }
         }
         if self.lease_ttl_ms < 100 {
             return Err(invalid(

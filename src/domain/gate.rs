@@ -7,9 +7,16 @@
 //! skipped plan on a destructive task can cost much more. Every decision carries its features and
 //! reasons so misroutes can be counted later.
 //!
-//! Features come from the `gate` model when one is configured, or from [`heuristic_features`],
-//! a keyword extractor over the goal text. [`GateFeatures::biased_with`] combines the two so
-//! that either source seeing side effects or several targets is enough to plan.
+//! Features come from two sources, and the rules see both ([`combine`]): the `gate` model's
+//! answer, when it gave one, and [`heuristic_features`], a deterministic keyword extractor over
+//! the goal text and the registered side-effecting tools. Either source seeing side effects or
+//! several targets is enough to plan, and the larger tool-call estimate counts, so a model that
+//! misses a destructive verb cannot route the goal past planning.
+//!
+//! Unknown history is not a good record: the direct success rate of a goal kind is estimated
+//! with a Beta prior ([`direct_estimate`]), by default worth two pseudo-outcomes at 0.5, so a
+//! kind with no direct outcomes reads 0.5 (below the 0.9 needed) and a kind earns the direct
+//! route with its own successes (8 of 8 reach 0.9).
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -59,6 +66,16 @@ impl GateFeatures {
     }
 }
 
+/// What the rules see of one goal: the model's features (when it answered), the heuristic's,
+/// and their combination. The checkpoint, the result and the `gate.decided` event keep all
+/// three, so a misroute can be traced to the source that missed it.
+pub fn combine(model: Option<&GateFeatures>, heuristic: &GateFeatures) -> GateFeatures {
+    match model {
+        Some(model) => model.clone().biased_with(heuristic),
+        None => heuristic.clone(),
+    }
+}
+
 /// The gate's thresholds (ARCHITECTURE §6 defaults).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct GateThresholds {
@@ -66,10 +83,10 @@ pub struct GateThresholds {
     pub max_direct_tool_calls: u32,
     /// The direct path must have succeeded at least this often for the goal kind.
     pub min_direct_success: f64,
-    /// Fewer direct outcomes than this and the history is not trusted yet...
-    pub min_history: u64,
-    /// ...and this prior success rate is used instead.
+    /// The prior mean of a goal kind's direct success rate (Beta prior)...
     pub prior_direct_success: f64,
+    /// ...worth this many pseudo-outcomes.
+    pub prior_weight: f64,
 }
 
 impl Default for GateThresholds {
@@ -77,10 +94,28 @@ impl Default for GateThresholds {
         Self {
             max_direct_tool_calls: 3,
             min_direct_success: 0.9,
-            min_history: 10,
-            prior_direct_success: 0.9,
+            prior_direct_success: 0.5,
+            prior_weight: 2.0,
         }
     }
+}
+
+/// The direct success rate of a goal kind: the posterior mean of a Beta prior with mean
+/// `prior_direct_success` and weight `prior_weight` after `history`, i.e.
+/// `(successes + prior * weight) / (total + weight)`. With no outcomes (and no weight) it is the
+/// prior. The second value says whether any history went into it.
+pub fn direct_estimate(history: Option<DirectHistory>, thresholds: &GateThresholds) -> (f64, bool) {
+    let h = history.unwrap_or_default();
+    let prior = thresholds.prior_direct_success.clamp(0.0, 1.0);
+    let weight = thresholds.prior_weight.max(0.0);
+    let successes = h.successes.min(h.total) as f64;
+    let total = h.total as f64;
+    let rate = if total + weight > 0.0 {
+        (successes + prior * weight) / (total + weight)
+    } else {
+        prior
+    };
+    (rate, h.total > 0)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
@@ -128,7 +163,10 @@ pub struct GateDecision {
 
 /// What the engine records of a routing decision (the checkpoint's `gate`, the result's `gate`
 /// and the `gate.decided` event): the route, the strategy that asked, and for `auto` the rules'
-/// reasons and the features they saw. A route forced by the strategy has `source: "strategy"`.
+/// reasons, the combined features they saw (`features`) and each source's own (`model`, absent
+/// when the model gave no usable answer, and `heuristic`). A route forced by the strategy has
+/// `source: "strategy"`; a forced `direct` route keeps the heuristic's features, so its outcome
+/// counts in the direct history of the goal kind.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GateRecord {
     pub route: Route,
@@ -139,28 +177,52 @@ pub struct GateRecord {
     pub reasons: Option<Vec<GateReason>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub features: Option<GateFeatures>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<GateFeatures>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heuristic: Option<GateFeatures>,
+}
+
+/// The features one `auto` decision saw, by source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateSources {
+    pub model: Option<GateFeatures>,
+    pub heuristic: GateFeatures,
 }
 
 impl GateRecord {
-    /// A route the task's strategy forced (`direct`, `v2`).
-    pub fn forced(route: Route, strategy: super::task::Strategy) -> GateRecord {
+    /// A route the task's strategy forced (`direct`, `v2`), with the heuristic's features when
+    /// they were computed.
+    pub fn forced(
+        route: Route,
+        strategy: super::task::Strategy,
+        heuristic: Option<GateFeatures>,
+    ) -> GateRecord {
         GateRecord {
             route,
             strategy,
             source: Some("strategy".into()),
             reasons: None,
-            features: None,
+            features: heuristic.clone(),
+            model: None,
+            heuristic,
         }
     }
 
-    /// The rules' decision for an `auto` task.
-    pub fn decided(decision: GateDecision, strategy: super::task::Strategy) -> GateRecord {
+    /// The rules' decision for an `auto` task, with the features of each source.
+    pub fn decided(
+        decision: GateDecision,
+        strategy: super::task::Strategy,
+        sources: GateSources,
+    ) -> GateRecord {
         GateRecord {
             route: decision.route,
             strategy,
             source: None,
             reasons: Some(decision.reasons),
             features: Some(decision.features),
+            model: sources.model,
+            heuristic: Some(sources.heuristic),
         }
     }
 }
@@ -190,12 +252,7 @@ pub fn route(features: GateFeatures, thresholds: &GateThresholds) -> GateDecisio
     } else {
         GateReason::TooManyToolCalls { estimated, max }
     });
-    let (success_rate, from_history) = match features.direct_history {
-        Some(h) if h.total >= thresholds.min_history && h.total > 0 => {
-            (h.successes as f64 / h.total as f64, true)
-        }
-        _ => (thresholds.prior_direct_success, false),
-    };
+    let (success_rate, from_history) = direct_estimate(features.direct_history, thresholds);
     let min = thresholds.min_direct_success;
     let reliable = success_rate >= min;
     reasons.push(if reliable {
@@ -228,108 +285,5 @@ mod heuristic;
 pub use heuristic::heuristic_features;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn features(est: u32, writes: bool, targets: u32) -> GateFeatures {
-        GateFeatures {
-            est_tool_calls: est,
-            touches_writes: writes,
-            targets,
-            goal_kind: "lookup".into(),
-            direct_history: None,
-            source: FeatureSource::Model,
-        }
-    }
-
-    #[test]
-    fn parses_the_gate_model_output() {
-        let f: GateFeatures = serde_json::from_str(
-            r#"{"est_tool_calls": 1, "touches_writes": false, "targets": 1, "goal_kind": "lookup"}"#,
-        )
-        .unwrap();
-        assert_eq!(f, features(1, false, 1));
-    }
-
-    #[test]
-    fn side_effects_and_several_targets_plan() {
-        let t = GateThresholds::default();
-        let d = route(features(1, true, 1), &t);
-        assert_eq!(
-            (d.route, d.reasons),
-            (Route::Plan, vec![GateReason::TouchesWrites])
-        );
-        let d = route(features(1, false, 3), &t);
-        assert_eq!(
-            (d.route, d.reasons),
-            (
-                Route::Plan,
-                vec![GateReason::MultipleTargets { targets: 3 }]
-            )
-        );
-        assert_eq!(route(features(9, true, 2), &t).reasons.len(), 2);
-    }
-
-    #[test]
-    fn a_simple_reliable_read_goes_direct() {
-        let t = GateThresholds::default();
-        let d = route(features(3, false, 1), &t);
-        assert_eq!(d.route, Route::Direct);
-        assert_eq!(
-            d.reasons,
-            vec![
-                GateReason::FewToolCalls {
-                    estimated: 3,
-                    max: 3
-                },
-                GateReason::DirectReliable {
-                    success_rate: 0.9,
-                    min: 0.9,
-                    from_history: false
-                },
-            ]
-        );
-        assert_eq!(route(features(4, false, 1), &t).route, Route::Plan);
-    }
-
-    #[test]
-    fn history_decides_once_there_is_enough_of_it() {
-        let t = GateThresholds::default();
-        let with = |successes, total| GateFeatures {
-            direct_history: Some(DirectHistory { successes, total }),
-            ..features(1, false, 1)
-        };
-        assert_eq!(route(with(8, 10), &t).route, Route::Plan);
-        assert_eq!(route(with(9, 10), &t).route, Route::Direct);
-        // Too little history: the prior (0.9) stands in.
-        assert_eq!(route(with(0, 3), &t).route, Route::Direct);
-        let cautious = GateThresholds {
-            prior_direct_success: 0.5,
-            ..t
-        };
-        assert_eq!(route(with(0, 3), &cautious).route, Route::Plan);
-        assert!(matches!(
-            route(with(5, 10), &t).reasons[1],
-            GateReason::DirectUnreliable {
-                from_history: true,
-                ..
-            }
-        ));
-    }
-
-    #[test]
-    fn combining_sources_biases_to_plan() {
-        let model = features(1, false, 1);
-        let heuristic = GateFeatures {
-            source: FeatureSource::Heuristic,
-            ..features(2, true, 1)
-        };
-        let both = model.biased_with(&heuristic);
-        assert!(both.touches_writes);
-        assert_eq!(
-            (both.est_tool_calls, both.source),
-            (2, FeatureSource::Combined)
-        );
-        assert_eq!(route(both, &GateThresholds::default()).route, Route::Plan);
-    }
-}
+#[path = "gate_tests.rs"]
+mod tests;

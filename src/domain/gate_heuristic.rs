@@ -7,152 +7,9 @@
 
 use super::{FeatureSource, GateFeatures};
 
-/// Only this many leading tokens of a goal are read.
-const MAX_TOKENS: usize = 2_000;
-
-/// Verbs whose any inflection marks a goal as touching writes.
-const WRITE_VERBS: &[&str] = &[
-    "deploy",
-    "delete",
-    "remove",
-    "drop",
-    "destroy",
-    "send",
-    "email",
-    "pay",
-    "transfer",
-    "refund",
-    "rename",
-    "patch",
-    "edit",
-    "write",
-    "update",
-    "modify",
-    "create",
-    "publish",
-    "push",
-    "merge",
-    "commit",
-    "install",
-    "uninstall",
-    "restart",
-    "stop",
-    "kill",
-    "migrate",
-    "upload",
-    "purchase",
-    "buy",
-    "cancel",
-    "replace",
-    "fix",
-    "overwrite",
-    "insert",
-    "move",
-    "approve",
-    "revoke",
-    "grant",
-    "reset",
-    "truncate",
-    "rollback",
-    "submit",
-    "notify",
-];
-
-/// Irregular forms the suffix rules miss.
-const IRREGULAR_WRITES: &[&str] = &["sent", "paid", "wrote", "written", "rewrote", "bought"];
-
-/// Verbs that read; each one counts as roughly one tool call per target.
-const READ_VERBS: &[&str] = &[
-    "find",
-    "search",
-    "list",
-    "look",
-    "check",
-    "get",
-    "fetch",
-    "read",
-    "count",
-    "run",
-    "compare",
-    "summarize",
-    "summarise",
-    "analyze",
-    "analyse",
-    "inspect",
-    "query",
-    "download",
-    "calculate",
-    "compute",
-    "show",
-    "verify",
-    "lookup",
-];
-
-/// Plural nouns that introduce several targets.
-const TARGET_NOUNS: &[&str] = &[
-    "services",
-    "files",
-    "repos",
-    "repositories",
-    "users",
-    "people",
-    "hosts",
-    "servers",
-    "machines",
-    "tables",
-    "databases",
-    "endpoints",
-    "customers",
-    "accounts",
-    "branches",
-    "projects",
-    "modules",
-    "packages",
-    "teams",
-    "clusters",
-    "regions",
-    "environments",
-    "apps",
-    "applications",
-    "sites",
-    "buckets",
-    "documents",
-    "pages",
-    "tickets",
-    "issues",
-    "emails",
-    "recipients",
-    "vendors",
-    "invoices",
-    "components",
-    "microservices",
-    "nodes",
-    "pods",
-    "containers",
-    "functions",
-    "directories",
-    "folders",
-    "records",
-    "orders",
-];
-
-const QUANTIFIERS: &[&str] = &[
-    "all", "every", "each", "both", "multiple", "several", "many",
-];
-
-const NUMBER_WORDS: &[&str] = &[
-    "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-];
-
-/// Words that end an enumeration item ("in services A and B to ...").
-const STOP_WORDS: &[&str] = &[
-    "to", "with", "in", "on", "for", "from", "so", "then", "that", "which", "by", "into", "of",
-    "using", "via", "if", "when", "before", "after", "the",
-];
-
-const QUESTION_WORDS: &[&str] = &[
-    "what", "who", "when", "where", "which", "how", "is", "are", "does", "do", "can", "why",
-];
+#[path = "gate_vocab.rs"]
+mod vocab;
+use vocab::*;
 
 #[derive(Debug, Clone, PartialEq)]
 struct Token {
@@ -182,18 +39,17 @@ pub fn heuristic_features(goal: &str, side_effect_tools: &[&str]) -> GateFeature
     // Enumeration scanning is quadratic in the worst case; the gist of a goal is in its start.
     tokens.truncate(MAX_TOKENS);
     let words: Vec<&str> = tokens.iter().map(|t| t.lower.as_str()).collect();
-    let lower_goal = goal.to_lowercase();
-    let touches_writes = words.iter().any(|w| is_write(w))
-        || side_effect_tools
-            .iter()
-            .any(|tool| !tool.is_empty() && lower_goal.contains(&tool.to_lowercase()));
-    let targets = count_targets(&tokens).max(1);
-    let actions = words
-        .iter()
-        .filter(|w| is_write(w) || READ_VERBS.iter().any(|v| verb_form(w, v)))
-        .count() as u32;
     let question =
         goal.trim_end().ends_with('?') || words.first().is_some_and(|w| QUESTION_WORDS.contains(w));
+    let writes: Vec<bool> = (0..words.len())
+        .map(|i| is_write(words[i]) && !(question && names_a_state(words[i])))
+        .collect();
+    let touches_writes =
+        writes.contains(&true) || touches_a_writer(goal, &words, side_effect_tools);
+    let targets = count_targets(&tokens).max(1);
+    let actions = (0..words.len())
+        .filter(|i| writes[*i] || READ_VERBS.iter().any(|v| verb_form(words[*i], v)))
+        .count() as u32;
     let goal_kind = if touches_writes {
         "change"
     } else if question {
@@ -243,6 +99,34 @@ fn tokenize(text: &str) -> Vec<Token> {
     tokens
 }
 
+/// In a question, a write verb's past or progressive form asks about a state or an event
+/// ("which version is deployed?", "who deleted it?"); the plain verb ("can you delete ...?")
+/// is still an action.
+fn names_a_state(word: &str) -> bool {
+    word.ends_with("ed") || word.ends_with("ing") || IRREGULAR_WRITES.contains(&word)
+}
+
+/// Whether the goal plausibly touches a side-effecting tool: it names the tool, or every part
+/// of the tool's name (split at `_`, `-`, `.`; parts of three letters or more) appears in the
+/// goal in some inflection ("drop the table" touches `drop_table`).
+fn touches_a_writer(goal: &str, words: &[&str], side_effect_tools: &[&str]) -> bool {
+    let lower_goal = goal.to_lowercase();
+    side_effect_tools.iter().any(|tool| {
+        let tool = tool.to_lowercase();
+        let parts: Vec<&str> = tool
+            .split(['_', '-', '.'])
+            .filter(|p| p.len() >= 3)
+            .collect();
+        (!tool.is_empty() && lower_goal.contains(&tool))
+            || (!parts.is_empty()
+                && parts.iter().all(|part| {
+                    words
+                        .iter()
+                        .any(|w| verb_form(w, part) || w.strip_suffix('s') == Some(part))
+                }))
+    })
+}
+
 fn is_write(word: &str) -> bool {
     IRREGULAR_WRITES.contains(&word) || WRITE_VERBS.iter().any(|v| verb_form(word, v))
 }
@@ -273,7 +157,14 @@ fn count_targets(tokens: &[Token]) -> u32 {
     let mut best = 1u32;
     for (i, token) in tokens.iter().enumerate() {
         if TARGET_NOUNS.contains(&token.lower.as_str()) {
-            if let Some(prev) = i.checked_sub(1).map(|p| tokens[p].lower.as_str()) {
+            // The quantity may stand a determiner or two before the noun ("all its tables").
+            let mut p = i.checked_sub(1);
+            while let Some(q) = p.filter(|q| {
+                i - q <= 2 && q > &0 && DETERMINERS.contains(&tokens[*q].lower.as_str())
+            }) {
+                p = Some(q - 1);
+            }
+            if let Some(prev) = p.map(|p| tokens[p].lower.as_str()) {
                 if let Ok(n) = prev.parse::<u32>() {
                     best = best.max(n);
                 } else if let Some(n) = NUMBER_WORDS.iter().position(|w| *w == prev) {

@@ -22,7 +22,64 @@ fn a_one_tool_question_goes_direct() {
         (x.targets, x.est_tool_calls, x.goal_kind.as_str()),
         (1, 1, "lookup")
     );
-    assert_eq!(route(x, &GateThresholds::default()).route, Route::Direct);
+    // Direct once the kind has a good record (no record: planned, see gate_tests.rs).
+    let known = GateFeatures {
+        direct_history: Some(crate::domain::gate::DirectHistory {
+            successes: 20,
+            total: 20,
+        }),
+        ..x
+    };
+    assert_eq!(
+        route(known, &GateThresholds::default()).route,
+        Route::Direct
+    );
+}
+
+#[test]
+fn the_destructive_goal_touches_writes_and_several_targets() {
+    let x = f("Delete the production database db-main and drop all its tables");
+    assert!(x.touches_writes);
+    assert!(x.targets >= 2, "{x:?}");
+    assert_eq!(x.goal_kind, "change");
+    for goal in [
+        "wipe the staging bucket",
+        "terminate instance i-123",
+        "shutdown host db-2",
+        "kill the stuck job",
+        "restart the api",
+        "truncate table events",
+        "transfer 100 EUR to ACME",
+        "Purge the CDN cache",
+        "rm the temp files",
+        "Can you delete the old backups?",
+    ] {
+        assert!(f(goal).touches_writes, "{goal}");
+    }
+}
+
+#[test]
+fn a_state_asked_about_is_not_a_write() {
+    for goal in [
+        "Which version of the billing service is deployed?",
+        "What was deleted from bucket logs yesterday?",
+        "Is the profiler installed on host h1?",
+    ] {
+        assert!(!f(goal).touches_writes, "{goal}");
+    }
+    // Not a question: the same words are an instruction to bring the state about.
+    assert!(f("Make sure the old backups are deleted").touches_writes);
+}
+
+#[test]
+fn a_goal_that_touches_a_side_effecting_tool_touches_writes() {
+    let tools = ["drop_table", "ledger-post"];
+    assert!(heuristic_features("get rid of the tables via drop_table", &tools).touches_writes);
+    assert!(
+        heuristic_features("the legacy table should go: drop table legacy", &[]).touches_writes
+    );
+    assert!(heuristic_features("Post the totals to the ledger", &tools).touches_writes);
+    assert!(!heuristic_features("Show the ledger totals", &tools).touches_writes);
 }
 
 #[test]

@@ -11,6 +11,10 @@
 //! [`Ledger::replay`] applies stored ones. So the ledger rebuilt from its entries is, by
 //! construction, the ledger that produced them.
 //!
+//! Task-level spend (gate, planners, goal verifier) is drawn from the reserve; spend before the
+//! plan exists is owed until the books open, and the reserve the allocation funds pays it first
+//! ([`Ledger::open`]). So every token spent is inside the budget, or visibly uncovered.
+//!
 //! Amounts are integers. Shares are rounded down, and the rounding remainder is left
 //! unallocated (and reported) rather than slipped into the reserve, so the seed's worked example
 //! holds to the token: 200,000 tokens with efforts 1,2,2,2 give a 40,000 reserve, 22,857 for m1,
@@ -173,27 +177,21 @@ impl Fraction {
     pub fn of(self, amount: u64) -> u64 {
         (u128::from(amount) * u128::from(self.ppm) / u128::from(Self::ONE)) as u64
     }
-
-    /// True when `part / whole >= self`, decided without floating point.
-    pub fn reached(self, part: u64, whole: u64) -> bool {
-        u128::from(part) * u128::from(Self::ONE) >= u128::from(self.ppm) * u128::from(whole)
-    }
 }
 
-/// The ledger's knobs (ARCHITECTURE §6 defaults: 20% reserve, repair at 80%).
+/// The ledger's knob (ARCHITECTURE §6 default: a 20% reserve). The other ledger threshold,
+/// budget pressure at 80% of an allocation, is the engine's `pressure_frac`, compared with
+/// [`Ledger::used`] by the milestone runner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LedgerPolicy {
     /// Share of each unit's total held back for grants.
     pub reserve: Fraction,
-    /// Share of a milestone's allocation after which a failing milestone goes to repair.
-    pub repair_at: Fraction,
 }
 
 impl Default for LedgerPolicy {
     fn default() -> Self {
         Self {
             reserve: Fraction::from_f64(0.2),
-            repair_at: Fraction::from_f64(0.8),
         }
     }
 }
@@ -215,7 +213,8 @@ impl Account {
 }
 
 /// The books of one unit. Invariant (checked by [`UnitBook::conserved`]):
-/// `total = reserve + sum(allocated) + unallocated + overhead_drawn`.
+/// `total = reserve + sum(allocated) + unallocated + overhead_drawn`; and everything spent is
+/// within the total unless some of it is [`UnitBook::uncovered`].
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
 pub struct UnitBook {
     pub total: u64,
@@ -241,6 +240,26 @@ impl UnitBook {
 
     pub fn conserved(&self) -> bool {
         self.reserve + self.allocated() + self.unallocated + self.overhead_drawn == self.total
+    }
+
+    /// Task-level spend the reserve has not covered yet (spend before the books opened, or
+    /// beyond an empty reserve).
+    pub fn owed(&self) -> u64 {
+        self.overhead_spent.saturating_sub(self.overhead_drawn)
+    }
+
+    /// Spend nothing in the budget covers: owed overhead plus milestones' overruns. While it is
+    /// zero, `spent() <= total`; the engine stops a task as `budget_exhausted` when it is not.
+    pub fn uncovered(&self) -> u64 {
+        self.owed() + self.accounts.values().map(Account::overrun).sum::<u64>()
+    }
+
+    /// Owed overhead is paid from the reserve as soon as the reserve has funds (when the books
+    /// open and when a milestone returns its unspent allocation).
+    fn settle_overhead(&mut self) {
+        let settle = self.owed().min(self.reserve);
+        self.reserve -= settle;
+        self.overhead_drawn += settle;
     }
 }
 
@@ -301,3 +320,7 @@ mod reads;
 #[cfg(test)]
 #[path = "ledger_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "ledger_open_tests.rs"]
+mod open_tests;

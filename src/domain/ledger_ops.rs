@@ -19,6 +19,23 @@ impl Ledger {
         shares: &[(String, u32)],
         policy: &LedgerPolicy,
     ) -> Result<(Ledger, Vec<LedgerMovement>), LedgerError> {
+        Ledger::open(totals, &[], shares, policy)
+    }
+
+    /// Opens the books after task-level spend that came before the plan (the gate, strategic
+    /// calls and their re-asks; `pre_plan` holds those `charge` movements, already stored).
+    /// The allocation is [`Ledger::allocate`]'s, and the reserve it funds settles the pre-plan
+    /// spend first (see [`Ledger::apply`]), so that spend is drawn from the reserve and the
+    /// milestones' shares are the seed's. Only pre-plan spend beyond the reserve's share
+    /// enlarges the reserve's allocation (taken from the pool before the split); spend beyond
+    /// the whole budget stays uncovered ([`Ledger::uncovered`]). Returns the ledger with
+    /// `pre_plan` and the allocation applied, and the allocation's movements.
+    pub fn open(
+        totals: PerUnit<u64>,
+        pre_plan: &[LedgerMovement],
+        shares: &[(String, u32)],
+        policy: &LedgerPolicy,
+    ) -> Result<(Ledger, Vec<LedgerMovement>), LedgerError> {
         if shares.is_empty() {
             return Err(LedgerError::NoMilestones);
         }
@@ -31,11 +48,23 @@ impl Ledger {
                 return Err(LedgerError::ZeroEffort(id.clone()));
             }
         }
+        if let Some(m) = pre_plan
+            .iter()
+            .find(|m| m.kind != MovementKind::Charge || m.milestone_id.is_some())
+        {
+            return Err(inconsistent(format!(
+                "pre-plan {} of {} is not task-level spend",
+                m.kind.as_str(),
+                m.milestone_id.as_deref().unwrap_or("(task)")
+            )));
+        }
         let mut ledger = Ledger::with_totals(totals);
+        ledger.apply_all(pre_plan)?;
         let mut movements = Vec::new();
         for unit in Unit::ALL {
             let total = *totals.get(unit);
-            let reserve = policy.reserve.of(total);
+            let owed = ledger.books.get(unit).owed().min(total);
+            let reserve = policy.reserve.of(total).max(owed);
             movements.push(movement(None, MovementKind::Allocate, unit, reserve));
             movements.extend(
                 split(total - reserve, shares)
@@ -91,7 +120,10 @@ impl Ledger {
                     .checked_sub(amount)
                     .ok_or_else(|| short("unallocated", book.unallocated))?;
                 match target {
-                    None => book.reserve += amount,
+                    None => {
+                        book.reserve += amount;
+                        book.settle_overhead();
+                    }
                     Some(id) => {
                         book.accounts.entry(id.to_string()).or_default().allocated += amount
                     }
@@ -125,6 +157,7 @@ impl Ledger {
                 account.allocated -= amount;
                 account.returned += amount;
                 book.reserve += amount;
+                book.settle_overhead();
             }
             (MovementKind::Grant | MovementKind::Return, None) => {
                 return Err(inconsistent(format!(

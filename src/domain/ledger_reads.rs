@@ -1,7 +1,9 @@
-//! Ledger reads: the accounts, how much of an allocation is used, and the monitor's repair
-//! predicate. Nothing here changes the books.
+//! Ledger reads: the accounts, how much of an allocation is used, what was spent and what is
+//! uncovered. Nothing here changes the books. (Budget pressure, the monitor's "80% of the
+//! allocation used and the check not passing", is decided from [`Ledger::used`] by the
+//! milestone runner, `engine::v2::runner::after_step`.)
 
-use super::{Account, Ledger, LedgerError, LedgerPolicy, PerUnit, Unit, UnitBook};
+use super::{Account, Ledger, LedgerError, PerUnit, Unit, UnitBook};
 
 impl Ledger {
     /// Fraction of the allocation used, per unit (an empty allocation counts as 1 unit, so any
@@ -15,24 +17,26 @@ impl Ledger {
         Ok(used)
     }
 
-    /// The monitor's predicate: the milestone's check is not passing and some unit has used at
-    /// least `policy.repair_at` of its allocation, so repair starts instead of more tries.
-    pub fn should_start_repair(
-        &self,
-        milestone: &str,
-        check_passing: bool,
-        policy: &LedgerPolicy,
-    ) -> Result<bool, LedgerError> {
-        if check_passing {
-            return Ok(false);
-        }
+    /// Everything charged, per unit (milestones, dropped ones included, and overhead): the
+    /// task's spend as the books know it.
+    pub fn spent(&self) -> PerUnit<u64> {
+        let mut spent = PerUnit::default();
         for unit in Unit::ALL {
-            let a = self.account(milestone, unit)?;
-            if a.spent > 0 && policy.repair_at.reached(a.spent, a.allocated) {
-                return Ok(true);
-            }
+            *spent.get_mut(unit) = self.books.get(unit).spent();
         }
-        Ok(false)
+        spent
+    }
+
+    /// The first unit with spend nothing in the budget covers, if any.
+    pub fn uncovered(&self) -> Option<Unit> {
+        Unit::ALL
+            .into_iter()
+            .find(|unit| self.books.get(*unit).uncovered() > 0)
+    }
+
+    /// The milestones with an account, in id order (every milestone any plan version funded).
+    pub fn milestones(&self) -> impl Iterator<Item = &str> {
+        self.books.tokens.accounts.keys().map(String::as_str)
     }
 
     pub fn book(&self, unit: Unit) -> &UnitBook {

@@ -33,10 +33,14 @@ pub struct MilestoneRepairs {
 pub struct RepairHistory {
     pub milestones: BTreeMap<String, MilestoneRepairs>,
     pub replan_strategy: u32,
-    /// Fingerprints of the plans an L3 replaced (see [`crate::domain::fingerprint::of_plan`]):
-    /// a new plan identical to one of them is not run again.
+    /// Fingerprints of the plans an L3 replaced, as they were installed (see
+    /// [`crate::domain::fingerprint::of_plan`]): a new plan identical to one of them, from the
+    /// same starting point, is not run again.
     #[serde(default)]
     pub failed_plans: BTreeSet<Fingerprint>,
+    /// The fingerprint of the plan version in force, as it was installed.
+    #[serde(default)]
+    pub installed_plan: Option<Fingerprint>,
     /// Constraints raised while the task ran, in order (the strategic planner sees them).
     #[serde(default)]
     pub constraints: Vec<Constraint>,
@@ -205,6 +209,11 @@ impl RepairHistory {
             entry.replan_milestone = 0;
             entry.exhausted.clear();
         }
+    }
+
+    /// Records the plan version now in force (its fingerprint as installed).
+    pub fn plan_installed(&mut self, fingerprint: Fingerprint) {
+        self.installed_plan = Some(fingerprint);
     }
 
     /// Judges an L3 proposal: a plan identical to one that failed is not run again, and there

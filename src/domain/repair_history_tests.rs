@@ -157,3 +157,20 @@ fn a_new_strategy_gets_fresh_local_rungs_but_remembers_what_failed() {
         }
     );
 }
+
+#[test]
+fn the_plan_an_l3_replaces_is_the_one_installed() {
+    let mut h = RepairHistory::default();
+    h.plan_installed(fp("v1-as-installed"));
+    let replaced = h.installed_plan.clone();
+    h.begin_replan_strategy(replaced);
+    assert_eq!(
+        h.propose_plan(&fp("v1-as-installed")),
+        ProposalVerdict::GiveUp
+    );
+    // The same milestones after more of them passed fingerprint differently: not a repeat.
+    assert_eq!(
+        h.propose_plan(&fp("v1-with-progress")),
+        ProposalVerdict::Accept
+    );
+}

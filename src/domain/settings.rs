@@ -27,9 +27,13 @@ pub struct EngineSettings {
     pub max_parallel: usize,
     pub direct_max_tool_calls: u32,
     pub direct_min_success: f64,
-    /// Direct success rate assumed while a goal kind has too little history.
+    /// The prior mean of a goal kind's direct success rate (the gate's Beta prior): what a kind
+    /// with no direct outcomes reads as. Below `direct_min_success` by default, so unknown kinds
+    /// are planned.
     pub direct_success_prior: f64,
-    pub direct_min_history: u64,
+    /// The prior's weight in pseudo-outcomes (0: the prior alone decides until history exists,
+    /// then history alone).
+    pub direct_prior_weight: f64,
     /// Model rounds of the direct act loop.
     pub direct_max_rounds: u32,
 }
@@ -48,8 +52,8 @@ impl Default for EngineSettings {
             max_parallel: 4,
             direct_max_tool_calls: 3,
             direct_min_success: 0.9,
-            direct_success_prior: 1.0,
-            direct_min_history: 5,
+            direct_success_prior: 0.5,
+            direct_prior_weight: 2.0,
             direct_max_rounds: 4,
         }
     }

@@ -68,6 +68,15 @@ pub enum EngineError {
     Other(String),
 }
 
+impl EngineError {
+    /// True when the failure is the database's passing trouble (see
+    /// [`StoreError::is_transient`]), not the task's: the task goes back to the queue and
+    /// resumes from its last commit instead of failing.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, EngineError::Store(error) if error.is_transient())
+    }
+}
+
 /// What interrupts an engine's step code: either the lease is gone (an outcome, not a
 /// failure) or a real error. Lets step code use `?` on fenced commits; [`Halt::settle`] turns
 /// it back into the [`Engine::run`] result.

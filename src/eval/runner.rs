@@ -20,6 +20,8 @@ use super::report::Record;
 use super::suite::{Suite, SuiteError};
 use super::world::{META_KEY, World};
 use crate::domain::task::{Strategy, Task};
+use crate::engine::prompts;
+use crate::engine::runtime::ports::ModelPort;
 use crate::store::{Store, StoreError};
 
 /// What `cairn eval` was asked to do.
@@ -34,6 +36,47 @@ pub struct EvalParams {
     pub workers: usize,
     /// Print one line per finished run.
     pub progress: bool,
+    /// `--live`: the model answers come from a configured endpoint instead of the world's
+    /// policy; the world's tools and acceptance checks stay the same.
+    pub live: Option<LiveModel>,
+}
+
+impl EvalParams {
+    /// The wall-clock budget of each run, and how long the whole matrix may take. A real model
+    /// answers in seconds per call, not microseconds.
+    fn timings(&self, runs: usize) -> (u64, Duration) {
+        match &self.live {
+            None => (120_000, Duration::from_secs(600)),
+            Some(live) => {
+                let per_run = live.run_wall_ms;
+                let workers = self.workers.max(1) as u64;
+                let rounds = (runs as u64).div_ceil(workers);
+                (
+                    per_run,
+                    Duration::from_millis(per_run.saturating_mul(rounds + 1)),
+                )
+            }
+        }
+    }
+}
+
+/// The model of a live evaluation.
+#[derive(Clone)]
+pub struct LiveModel {
+    pub models: Arc<dyn ModelPort>,
+    /// What the report names as the model (the configured model id per purpose).
+    pub model: String,
+    /// The wall-clock budget of each run.
+    pub run_wall_ms: u64,
+}
+
+impl std::fmt::Debug for LiveModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveModel")
+            .field("model", &self.model)
+            .field("run_wall_ms", &self.run_wall_ms)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -101,13 +144,15 @@ pub async fn drive(
 ) -> Result<Vec<Record>, EvalError> {
     let http = reqwest::Client::new();
     let mut submitted = Vec::new();
+    let runs = params.repeat.max(1) as usize * suite.tasks.len() * params.strategies.len();
+    let (wall_ms, limit) = params.timings(runs);
     for repeat in 0..params.repeat.max(1) {
         for task in &suite.tasks {
             for strategy in &params.strategies {
                 let body = json!({
                     "goal": task.goal,
                     "strategy": strategy,
-                    "budget": {"tokens": task.budget_tokens, "tool_calls": 60, "wall_ms": 120_000},
+                    "budget": {"tokens": task.budget_tokens, "tool_calls": 60, "wall_ms": wall_ms},
                     "metadata": {META_KEY: {"task": task.id, "repeat": repeat, "suite": suite.name}},
                 });
                 let created: Task = send(http.post(format!("{base}/v1/tasks")).json(&body)).await?;
@@ -122,13 +167,14 @@ pub async fn drive(
     }
     let total = submitted.len();
     let started = Instant::now();
-    let deadline = started + Duration::from_secs(600);
+    let deadline = started + limit;
     let mut records: BTreeMap<usize, Record> = BTreeMap::new();
     while records.len() < total {
         if Instant::now() > deadline {
             return Err(EvalError::Api(format!(
-                "{} of {total} runs still unfinished after 600 s",
-                total - records.len()
+                "{} of {total} runs still unfinished after {} s",
+                total - records.len(),
+                limit.as_secs()
             )));
         }
         for (index, run) in submitted.iter().enumerate() {
@@ -195,7 +241,7 @@ pub fn write_reports(
     params: &EvalParams,
     records: &[Record],
 ) -> Result<String, EvalError> {
-    let report = super::report::Report::build(suite, &params.strategies, params.repeat, records);
+    let report = build_report(params, suite, records);
     let io = |e: std::io::Error| EvalError::Io(e.to_string());
     let json = serde_json::to_string_pretty(&report).map_err(|e| EvalError::Io(e.to_string()))?;
     std::fs::write(out.join("report.json"), json).map_err(io)?;
@@ -205,13 +251,27 @@ pub fn write_reports(
     Ok(markdown)
 }
 
+/// The report of `records`, naming where the model answers came from and the prompt versions
+/// the engine asked with.
+fn build_report(params: &EvalParams, suite: &Suite, records: &[Record]) -> super::report::Report {
+    let mut report =
+        super::report::Report::build(suite, &params.strategies, params.repeat, records);
+    report.simulated = params.live.is_none();
+    report.model = match &params.live {
+        Some(live) => live.model.clone(),
+        None => "cairn-eval world model (simulated)".into(),
+    };
+    report.prompts = prompts::ALL.iter().map(|p| p.version()).collect();
+    report
+}
+
 /// Builds the report from the records, writes it under `out` and prints the summary.
 pub fn conclude(
     params: &EvalParams,
     suite: &Suite,
     records: &[Record],
 ) -> Result<super::report::Report, EvalError> {
-    let report = super::report::Report::build(suite, &params.strategies, params.repeat, records);
+    let report = build_report(params, suite, records);
     write_reports(&params.out, suite, params, records)?;
     if params.progress {
         println!("\n{}", report.markdown());

@@ -205,6 +205,11 @@ impl From<StoreError> for ApiError {
                      send a new key"
                 ))
             }
+            // The database is restarting or out of connections: the request may be retried.
+            other if other.is_transient() => ApiError::Unavailable {
+                detail: "the database is temporarily unavailable; retry shortly".into(),
+                cause: other.to_string(),
+            },
             other => ApiError::Internal(other.to_string()),
         }
     }
@@ -232,15 +237,28 @@ fn problem_response(status: StatusCode, problem: &Problem) -> Response {
             .to_vec()
     });
     let mut response = (status, body).into_response();
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        // A database restart or a full pool passes in seconds.
+        headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
     response
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_passing_database_fault_is_a_503_with_retry_after() {
+        let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by peer");
+        let error = ApiError::from(StoreError::Database(sqlx::Error::Io(reset)));
+        assert_eq!(error.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(!error.to_problem().detail.contains("peer"));
+        let response = error.into_response();
+        assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+    }
 
     #[test]
     fn internal_details_never_reach_the_body() {

@@ -6,6 +6,7 @@
 //! guard. [`serve`] runs it with graceful shutdown, which also ends live SSE streams (they would
 //! otherwise hold the server open forever).
 
+use axum::serve::ListenerExt;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -120,6 +121,13 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let (stopping, signal) = watch::channel(false);
     let app = router(state).layer(Extension(ShutdownSignal(signal)));
+    // Small writes (an SSE event, a 202) go out at once instead of waiting on Nagle's
+    // algorithm for the client's ACK (tens of milliseconds per event otherwise).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!(%error, "could not set TCP_NODELAY");
+        }
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;

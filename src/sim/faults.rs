@@ -28,6 +28,10 @@ pub async fn transport(fault: &Fault) -> Option<Response> {
                 json!({"error": {"message": "simulated server error", "type": "server_error"}}),
             ))
         }
+        FaultKind::Gone => Some(labelled(
+            StatusCode::GONE,
+            json!({"error": {"message": "simulated: gone", "type": "gone"}}),
+        )),
         FaultKind::RateLimit => {
             let seconds = fault.retry_after_s.unwrap_or(1);
             let mut response = labelled(

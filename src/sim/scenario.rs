@@ -98,6 +98,8 @@ pub enum FaultKind {
     /// HTTP 500 (or `status`, any 5xx).
     #[serde(rename = "http_500")]
     Http500,
+    /// HTTP 410 Gone: a permanent failure, not retried (a tool that no longer exists).
+    Gone,
     /// HTTP 429 with `Retry-After: retry_after_s`.
     RateLimit,
     /// No answer for `ms` milliseconds (past the client's timeout), then the normal answer.

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::scenario::Scenario;
+use crate::domain::fingerprint::canonical_json;
 
 /// At most this many model requests are kept for `GET /sim/stats`.
 const MAX_RECORDED_REQUESTS: usize = 2000;
@@ -62,12 +63,39 @@ pub struct ToolStats {
     pub distinct_keys: u64,
     pub calls_without_key: u64,
     pub faults_injected: u64,
+    /// Distinct argument sets seen: (task, canonical args) pairs, object keys sorted, so two
+    /// requests with the same arguments in another key order count once. A request refused
+    /// for malformed or invalid arguments is not counted here.
+    #[serde(default)]
+    pub distinct_args: u64,
+    /// The most requests any one argument set got (per task): 1 when no action was sent twice.
+    #[serde(default)]
+    pub max_calls_per_args: u64,
+}
+
+/// What the simulator remembers of one tool beyond its counters.
+#[derive(Debug, Default)]
+struct ToolMemory {
+    stats: ToolStats,
+    keys: BTreeSet<String>,
+    /// (task, canonical args) -> requests.
+    args: HashMap<(String, String), u64>,
+}
+
+/// One tool request as it is counted.
+pub struct ToolRequest<'a> {
+    pub tool: &'a str,
+    pub task: &'a str,
+    pub key: Option<&'a str>,
+    /// The request's arguments, when they parsed and passed the tool's schema.
+    pub args: Option<&'a Value>,
+    pub faulted: bool,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     llm: LlmStats,
-    tools: BTreeMap<String, (ToolStats, BTreeSet<String>)>,
+    tools: BTreeMap<String, ToolMemory>,
     /// (rule id, task) -> matching requests so far.
     fault_counts: HashMap<(String, String), u32>,
     /// task -> successful tool calls (name, args), in order.
@@ -138,19 +166,27 @@ impl SimState {
         self.lock().llm.tokens += tokens;
     }
 
-    pub fn record_tool_request(&self, tool: &str, key: Option<&str>, faulted: bool) {
+    pub fn record_tool_request(&self, request: ToolRequest<'_>) {
         let mut inner = self.lock();
-        let (stats, keys) = inner.tools.entry(tool.to_string()).or_default();
+        let memory = inner.tools.entry(request.tool.to_string()).or_default();
+        let stats = &mut memory.stats;
         stats.calls += 1;
-        match key {
+        match request.key {
             Some(key) => {
-                keys.insert(key.to_string());
-                stats.distinct_keys = keys.len() as u64;
+                memory.keys.insert(key.to_string());
+                stats.distinct_keys = memory.keys.len() as u64;
             }
             None => stats.calls_without_key += 1,
         }
-        if faulted {
+        if request.faulted {
             stats.faults_injected += 1;
+        }
+        if let Some(args) = request.args {
+            let same = (request.task.to_string(), canonical_json(args));
+            let seen = memory.args.entry(same).or_insert(0);
+            *seen += 1;
+            stats.max_calls_per_args = stats.max_calls_per_args.max(*seen);
+            stats.distinct_args = memory.args.len() as u64;
         }
     }
 
@@ -177,7 +213,7 @@ impl SimState {
             tools: inner
                 .tools
                 .iter()
-                .map(|(name, (stats, _))| (name.clone(), stats.clone()))
+                .map(|(name, memory)| (name.clone(), memory.stats.clone()))
                 .collect(),
         }
     }

@@ -3,8 +3,8 @@
 //! A rule answers when its `args` match, every `after` pattern matches an earlier successful
 //! call of the same task, and no `unless` pattern does. That is enough to script "`run`
 //! returns exit_code 1 until `edit_file` was called with path c/start.sh". Like a naive real
-//! tool, the simulator does not deduplicate by `Idempotency-Key`: it counts distinct keys, so
-//! tests can see whether cairn sent a call twice.
+//! tool, the simulator does not deduplicate by `Idempotency-Key`: it counts distinct keys and
+//! distinct argument sets, so tests can see whether cairn sent an action twice.
 
 use std::sync::Arc;
 
@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 
 use super::faults;
 use super::scenario::{FaultKind, SimTool, ToolRule, args_match};
-use super::state::SimState;
+use super::state::{SimState, ToolRequest};
 use crate::llm::headers;
 use crate::schema;
 use crate::tools::client;
@@ -44,7 +44,13 @@ pub async fn call_tool(
     let args = match checked_args(tool, &body) {
         Ok(args) => args,
         Err((status, body)) => {
-            state.record_tool_request(&name, key, false);
+            state.record_tool_request(ToolRequest {
+                tool: &name,
+                task: &task,
+                key,
+                args: None,
+                faulted: false,
+            });
             return faults::labelled(status, body);
         }
     };
@@ -60,7 +66,13 @@ pub async fn call_tool(
             state.take_fault(&format!("tools.{name}.rules[{index}]"), &task, fault.times)
         })
     });
-    state.record_tool_request(&name, key, fault.is_some());
+    state.record_tool_request(ToolRequest {
+        tool: &name,
+        task: &task,
+        key,
+        args: Some(&args),
+        faulted: fault.is_some(),
+    });
     let latency = chosen
         .and_then(|(_, rule)| rule.latency_ms)
         .or(tool.latency_ms)

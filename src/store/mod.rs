@@ -28,6 +28,10 @@ use utoipa::ToSchema;
 use crate::domain::event::{Event, NewEvent};
 use crate::domain::task::{Lease, NewTask, Task, TaskId, TaskStatus};
 
+mod fault;
+mod node;
+pub use fault::{RETRY_BUDGET, retry_transient};
+pub use node::{NodeLock, node_key};
 mod migrations;
 pub mod postgres;
 mod rules;
@@ -310,6 +314,18 @@ pub trait Store: Send + Sync + 'static {
     /// `task.lease_expired` event; returns their ids. Also run at start-up: that is how tasks of
     /// a crashed process resume.
     async fn reap_expired(&self, now: DateTime<Utc>) -> Result<Vec<TaskId>, StoreError>;
+
+    /// Takes the lock of `node` (see [`NodeLock`]); `None` when a live process holds it.
+    async fn lock_node(&self, node: &str) -> Result<Option<NodeLock>, StoreError>;
+
+    /// Requeues every running task whose `claimed_by` starts with `prefix`, each with a
+    /// `task.released` event (reason `owner_restarted`); returns their ids. Only for the
+    /// holder of the node's lock, at start-up: the workers of that prefix are dead.
+    async fn reclaim_node(
+        &self,
+        prefix: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<TaskId>, StoreError>;
 
     async fn get_receipt(&self, idempotency_key: &str) -> Result<Option<ToolReceipt>, StoreError>;
 

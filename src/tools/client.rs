@@ -9,7 +9,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::error::ToolError;
-use super::key::idempotency_key;
+use super::key::{Repeat, idempotency_key};
 use super::receipts::ReceiptStore;
 use super::registry::{RegisteredTool, ToolRegistry};
 use crate::clock::Clock;
@@ -20,16 +20,16 @@ use crate::store::NewToolReceipt;
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 pub const TASK: &str = "x-cairn-task";
 
-/// One logical tool call: one approved step of one milestone.
+/// One tool call, identified by what it does: its idempotency key is derived from (task,
+/// tool, canonical args, repeat), so an identical call gets the same key whichever step,
+/// attempt or plan version makes it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
     pub task_id: Uuid,
-    pub milestone_id: String,
-    pub step_id: String,
-    /// The logical attempt of this step (1-based); a new attempt gets a new idempotency key.
-    pub attempt: u32,
     pub tool: String,
     pub args: Value,
+    /// Tells a deliberate repetition of an identical call apart (see [`Repeat`]).
+    pub repeat: Repeat,
     /// Shadow runs send calls to the tool's `sandbox_url` when it has one.
     pub sandbox: bool,
 }
@@ -121,16 +121,13 @@ impl ToolClient {
     }
 
     /// Makes the call. Invalid arguments are refused before anything is sent; a side-effecting
-    /// call whose key already has a receipt returns the stored result without calling.
+    /// call whose key already has a receipt (an identical call performed before) returns the
+    /// stored result without calling. Only a successful answer is stored, so a failed call
+    /// is sent again on retry, with the same key.
     pub async fn call(&self, call: &ToolCall) -> Result<ToolResult, ToolError> {
         let registered = self.lookup(&call.tool, &call.args)?;
         let spec = &registered.spec;
-        let key = idempotency_key(
-            call.task_id,
-            &call.milestone_id,
-            &call.step_id,
-            call.attempt,
-        );
+        let key = idempotency_key(call.task_id, &call.tool, &call.args, &call.repeat);
         let receipts = self.receipts.as_ref().filter(|_| spec.side_effects);
         let receipt_error = |source| ToolError::Receipt {
             tool: spec.name.clone(),

@@ -3,9 +3,11 @@
 //! Tools are registered by operators in a file ([`registry`]), never by goal submitters, so a
 //! goal cannot make cairn call an arbitrary URL. A call ([`client`]) is checked against the
 //! tool's JSON Schema before anything is sent, carries a deterministic idempotency key
-//! ([`key`]) derived from the task, milestone, step and logical attempt, and, for a tool with
-//! side effects, stores its result as a receipt ([`receipts`]): a resumed step whose key
-//! already has a receipt gets the stored result and the tool is not called again.
+//! ([`key`]) derived from what it does (task, tool, canonical arguments, and a repeat counter
+//! only where a plan repeats an action on purpose), and, for a tool with side effects, stores
+//! its result as a receipt ([`receipts`]): an identical call whose key already has a receipt
+//! (a resumed step, a retry, a repaired or re-planned step) gets the stored result and the
+//! tool is not called again.
 //!
 //! The HTTP contract: `POST {"args": {...}}` with `Idempotency-Key` and `X-Cairn-Task`; the
 //! answer is `{"output": any, "artifacts"?: {name: value}, "error"?: string}`.
@@ -18,6 +20,6 @@ pub mod registry;
 
 pub use client::{ToolCall, ToolClient, ToolResult};
 pub use error::{ToolError, ToolFailure};
-pub use key::idempotency_key;
+pub use key::{Repeat, idempotency_key};
 pub use receipts::{MemoryReceipts, ReceiptStore, StoreReceipts};
 pub use registry::{RegistryError, ToolRegistry, ToolSpec};

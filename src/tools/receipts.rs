@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::store::{NewToolReceipt, Store, StoreError, ToolReceipt};
+use crate::store::{NewToolReceipt, RETRY_BUDGET, Store, StoreError, ToolReceipt, retry_transient};
 
 #[async_trait]
 pub trait ReceiptStore: Send + Sync {
@@ -22,21 +22,23 @@ pub trait ReceiptStore: Send + Sync {
     ) -> Result<ToolReceipt, StoreError>;
 }
 
-/// Receipts in cairn's store.
+/// Receipts in cairn's store. A passing store fault (a reset connection, a restart) is retried
+/// for a few seconds: a read repeats harmlessly and a put is first-write-wins, so a put whose
+/// answer was lost and is sent again keeps the first receipt.
 #[derive(Clone)]
 pub struct StoreReceipts(pub Arc<dyn Store>);
 
 #[async_trait]
 impl ReceiptStore for StoreReceipts {
     async fn get(&self, idempotency_key: &str) -> Result<Option<ToolReceipt>, StoreError> {
-        self.0.get_receipt(idempotency_key).await
+        retry_transient(RETRY_BUDGET, || self.0.get_receipt(idempotency_key)).await
     }
     async fn put(
         &self,
         receipt: NewToolReceipt,
         now: DateTime<Utc>,
     ) -> Result<ToolReceipt, StoreError> {
-        self.0.put_receipt(receipt, now).await
+        retry_transient(RETRY_BUDGET, || self.0.put_receipt(receipt.clone(), now)).await
     }
 }
 

@@ -1,28 +1,34 @@
 //! `cairn eval` composed: the matrix through the real service path (store, worker pool, the one
-//! engine dispatch, HTTP), with the simulated world as every strategy's model and tools.
+//! engine dispatch, HTTP), with the simulated world as every strategy's tools and, unless the
+//! run is live, its model.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
+use crate::config::{Config, ConfigError};
 use crate::domain::settings::EngineSettings;
 use crate::engine::baselines::BaselineConfig;
 use crate::engine::dispatch::{Dispatch, Engines};
 use crate::engine::rollout::Rollout;
+use crate::engine::runtime::adapters::LlmModels;
+use crate::engine::runtime::ports::ModelPort;
 use crate::eval::report::Report;
-use crate::eval::runner::{self, EvalError, EvalParams};
+use crate::eval::runner::{self, EvalError, EvalParams, LiveModel};
 use crate::eval::suite::Suite;
 use crate::eval::world::World;
 use crate::http::{AppState, HttpSettings};
+use crate::llm::{Endpoints, LlmClient, LlmError, Purpose, RetryPolicy};
 use crate::worker::{PoolParams, WorkerPool};
 
 /// The dispatch of an evaluation: every strategy's engine over the world. The world is its
 /// own sandbox, so shadow copies (none are submitted) would run over it too; `auto` always
 /// goes through the gate and v2 (rollout 100%).
-pub fn matrix(world: Arc<World>) -> Dispatch {
+pub fn matrix(world: Arc<World>, models: Arc<dyn ModelPort>) -> Dispatch {
     let engines = || {
         Engines::new(
-            world.clone(),
+            models.clone(),
             world.clone(),
             EngineSettings::default(),
             BaselineConfig::default(),
@@ -36,11 +42,18 @@ pub async fn evaluate(params: &EvalParams) -> Result<Report, EvalError> {
     let suite = Suite::load(&params.suite)?;
     std::fs::create_dir_all(&params.out).map_err(|e| EvalError::Io(e.to_string()))?;
     let store = runner::open_store(params).await?;
-    let world = Arc::new(World::new(Arc::new(suite.clone()), store.clone()));
+    let world = World::new(Arc::new(suite.clone()), store.clone());
+    let (world, models): (Arc<World>, Arc<dyn ModelPort>) = match &params.live {
+        Some(live) => (Arc::new(world.with_described_tools()), live.models.clone()),
+        None => {
+            let world = Arc::new(world);
+            (world.clone(), world)
+        }
+    };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let pool = WorkerPool::start(PoolParams {
         store: store.clone(),
-        engine: Arc::new(matrix(world.clone())),
+        engine: Arc::new(matrix(world.clone(), models)),
         clock: clock.clone(),
         worker_id: "cairn-eval".into(),
         workers: params.workers.max(1),
@@ -65,4 +78,51 @@ pub async fn evaluate(params: &EvalParams) -> Result<Report, EvalError> {
     pool.shutdown(Duration::from_secs(5)).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), http).await;
     runner::conclude(params, &suite, &outcome?)
+}
+
+/// Why `cairn eval --live` cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    #[error("configuration: {0}")]
+    Config(#[from] ConfigError),
+    #[error(
+        "--live needs a model: set CAIRN_LLM_DEFAULT_BASE_URL and CAIRN_LLM_DEFAULT_MODEL (or \
+         [llm.default] in the file given with --config); scripts/run-local.sh shows a local one"
+    )]
+    NoModel,
+    #[error(transparent)]
+    Client(#[from] LlmError),
+}
+
+/// The model of `cairn eval --live`: the configured endpoints (`CAIRN_LLM_*`, or the config
+/// file), each run given `run_wall_ms` of wall-clock budget.
+pub fn live_model(config_file: Option<&Path>, run_wall_ms: u64) -> Result<LiveModel, LiveError> {
+    let config = Config::from_process_env(config_file)?;
+    let endpoints = Endpoints::from_config(&config.llm)
+        .map_err(|_| LiveError::NoModel)?
+        .ok_or(LiveError::NoModel)?;
+    let mut models: Vec<String> = Purpose::ALL
+        .into_iter()
+        .filter_map(|p| endpoints.get(p).map(|e| e.model.clone()))
+        .collect();
+    models.dedup();
+    let model = if models.len() == 1 {
+        models.concat()
+    } else {
+        Purpose::ALL
+            .into_iter()
+            .filter_map(|p| {
+                endpoints
+                    .get(p)
+                    .map(|e| format!("{}={}", p.as_str(), e.model))
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let client = LlmClient::new(endpoints, RetryPolicy::default())?;
+    Ok(LiveModel {
+        models: Arc::new(LlmModels::new(client)),
+        model,
+        run_wall_ms,
+    })
 }

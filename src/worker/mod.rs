@@ -19,23 +19,60 @@ pub mod pool;
 pub mod reaper;
 
 pub use pool::{PoolParams, ShutdownReport, WorkerPool};
-pub use reaper::{Reaper, ReaperParams};
+pub use reaper::{Reaper, ReaperParams, claim_node};
 
-/// A process-wide worker id, `hostname-pid-uuid`: readable in `claimed_by` when debugging, and
-/// unique even when a restarted process gets the same pid.
-pub fn process_worker_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+use sha2::Digest;
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .or_else(|| std::env::var("HOSTNAME").ok())
         .map(|name| name.trim().to_string())
         .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| "host".to_string());
+        .unwrap_or_else(|| "host".to_string())
+}
+
+fn nonce() -> String {
     let short = uuid::Uuid::now_v7().simple().to_string();
-    format!(
-        "{host}-{}-{}",
-        std::process::id(),
-        &short[short.len() - 12..]
-    )
+    short[short.len() - 12..].to_string()
+}
+
+/// This process's node id: the configured one, or `{host}-{hash8}` of the data location (the
+/// database URL or the SQLite file), stable across restarts of the same service on the same
+/// host and data.
+pub fn node_id(configured: Option<&str>, location: &str) -> String {
+    if let Some(node) = configured {
+        return node.to_string();
+    }
+    let digest = sha2::Sha256::digest(location.as_bytes());
+    let hex: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    let host: String = host_name()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    format!("{host}-{hex}")
+}
+
+/// A node id no other process uses (for when the node's lock is held by a live process).
+pub fn unique_node_id(node: &str) -> String {
+    format!("{node}-{}", nonce())
+}
+
+/// The prefix every worker id of `node` starts with.
+pub fn node_prefix(node: &str) -> String {
+    format!("{node}/")
+}
+
+/// A worker id of `node`: `{node}/{pid}-{nonce}`, readable in `claimed_by` when debugging and
+/// unique even when a restarted process gets the same pid.
+pub fn worker_id(node: &str) -> String {
+    format!("{}{}-{}", node_prefix(node), std::process::id(), nonce())
+}
+
+/// A worker id of a node of its own: for pools that have no predecessor to reclaim from
+/// (tests, benchmarks, `cairn eval`).
+pub fn process_worker_id() -> String {
+    worker_id(&unique_node_id(&host_name()))
 }
 
 /// Waits until a shutdown-style flag is raised; false if its sender went away without raising
@@ -46,11 +83,18 @@ pub(crate) async fn raised(flag: &mut tokio::sync::watch::Receiver<bool>) -> boo
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
-    fn worker_ids_name_the_process_and_differ() {
-        let a = super::process_worker_id();
-        let b = super::process_worker_id();
+    fn worker_ids_carry_their_node_and_differ() {
+        let node = node_id(None, "postgres://db/cairn");
+        assert_eq!(node, node_id(None, "postgres://db/cairn"));
+        assert_ne!(node, node_id(None, "/var/lib/cairn.db"));
+        assert_eq!(node_id(Some("edge-1"), "anything"), "edge-1");
+        let (a, b) = (worker_id(&node), worker_id(&node));
         assert_ne!(a, b);
-        assert!(a.contains(&format!("-{}-", std::process::id())), "{a}");
+        assert!(a.starts_with(&node_prefix(&node)), "{a}");
+        assert!(a.contains(&format!("/{}-", std::process::id())), "{a}");
+        assert!(!worker_id(&unique_node_id(&node)).starts_with(&node_prefix(&node)));
     }
 }

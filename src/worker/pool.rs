@@ -28,7 +28,7 @@ pub struct PoolParams {
     pub store: Arc<dyn Store>,
     pub engine: Arc<dyn Engine>,
     pub clock: Arc<dyn Clock>,
-    /// Written to `claimed_by`; see [`super::process_worker_id`].
+    /// Written to `claimed_by`; see [`super::worker_id`].
     pub worker_id: String,
     pub workers: usize,
     pub lease_ttl: Duration,
@@ -236,7 +236,12 @@ async fn flag_raised(mut flag: watch::Receiver<bool>) {
     }
 }
 
-/// Writes what the engine could not: a release after a yield, a failure after an error.
+/// Writes what the engine could not: a release after a yield or after a passing store fault,
+/// a failure after an error of the task's own.
+///
+/// A store fault (a connection reset, a database restart, a full pool) says nothing about the
+/// task, so the task is handed back to the queue and resumes from its last commit; the release
+/// itself is retried until the lease would have expired anyway (then the reaper requeues it).
 async fn settle(
     params: &PoolParams,
     lease: &crate::domain::task::Lease,
@@ -252,15 +257,11 @@ async fn settle(
             tracing::info!(%task_id, fence = lease.fence, "stopped: lease lost");
             return;
         }
-        Ok(RunOutcome::Yielded) => Change {
-            status: Some(TaskStatus::Queued),
-            release: true,
-            events: vec![NewEvent::new(
-                kinds::TASK_RELEASED,
-                json!({ "worker_id": params.worker_id, "reason": "shutdown" }),
-            )],
-            ..Change::default()
-        },
+        Ok(RunOutcome::Yielded) => release(params, ReleaseReason::Shutdown, None),
+        Err(error) if error.is_transient() => {
+            tracing::warn!(%task_id, %error, "store fault interrupted the task; handing it back to the queue");
+            release(params, ReleaseReason::StoreFault, Some(&error))
+        }
         Err(error) => {
             tracing::error!(%task_id, %error, "engine failed; failing the task");
             let report = json!({ "reason": "engine_error", "error": error.to_string() });
@@ -272,13 +273,76 @@ async fn settle(
             }
         }
     };
+    commit_settlement(params, lease, change).await;
+}
+
+/// Why a task went back to the queue (the `reason` of `task.released`).
+#[derive(Debug, Clone, Copy)]
+enum ReleaseReason {
+    Shutdown,
+    StoreFault,
+}
+
+impl ReleaseReason {
+    fn as_str(self) -> &'static str {
+        match self {
+            ReleaseReason::Shutdown => "shutdown",
+            ReleaseReason::StoreFault => "store_fault",
+        }
+    }
+}
+
+fn release(params: &PoolParams, reason: ReleaseReason, error: Option<&EngineError>) -> Change {
+    let mut data = json!({ "worker_id": params.worker_id, "reason": reason.as_str() });
+    if let Some(error) = error {
+        data["error"] = json!(error.to_string());
+    }
+    Change {
+        status: Some(TaskStatus::Queued),
+        release: true,
+        events: vec![NewEvent::new(kinds::TASK_RELEASED, data)],
+        ..Change::default()
+    }
+}
+
+/// Commits the settlement, retrying store faults with backoff for at most one lease TTL.
+async fn commit_settlement(
+    params: &PoolParams,
+    lease: &crate::domain::task::Lease,
+    change: Change,
+) {
+    let task_id = lease.task_id;
     let released = change.release;
-    match params.store.commit(lease, change, params.clock.now()).await {
-        Ok(Commit::Applied { .. }) if released => tracing::info!(%task_id, "task released"),
-        Ok(Commit::Applied { .. }) => {}
-        Ok(Commit::LeaseLost) => tracing::info!(%task_id, "lease already lost; nothing to settle"),
-        // The lease will expire and the reaper requeues the task.
-        Err(error) => tracing::error!(%task_id, %error, "could not settle task"),
+    let deadline = tokio::time::Instant::now() + params.lease_ttl;
+    let mut pause = Duration::from_millis(50);
+    loop {
+        match params
+            .store
+            .commit(lease, change.clone(), params.clock.now())
+            .await
+        {
+            Ok(Commit::Applied { .. }) if released => {
+                tracing::info!(%task_id, "task released");
+                return;
+            }
+            Ok(Commit::Applied { .. }) => return,
+            Ok(Commit::LeaseLost) => {
+                tracing::info!(%task_id, "lease already lost; nothing to settle");
+                return;
+            }
+            Err(error)
+                if error.is_transient() && tokio::time::Instant::now() + pause < deadline =>
+            {
+                tracing::warn!(%task_id, %error, retry_in_ms = pause.as_millis() as u64, "could not settle task; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            // The lease will expire and the reaper requeues the task.
+            Err(error) => {
+                tracing::error!(%task_id, %error, "could not settle task");
+                return;
+            }
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 
 use crate::clock::Clock;
 use crate::domain::task::TaskId;
-use crate::store::{Store, StoreError};
+use crate::store::{NodeLock, Store, StoreError};
 
 #[derive(Clone)]
 pub struct ReaperParams {
@@ -36,6 +36,38 @@ pub async fn reap_once(store: &dyn Store, clock: &dyn Clock) -> Result<Vec<TaskI
         tracing::info!(%task_id, "lease expired; task requeued");
     }
     Ok(reaped)
+}
+
+/// At start-up: takes the lock of `node` and, holding it, requeues at once every task a dead
+/// process of this node still holds a lease on (their leases would otherwise only expire after
+/// their TTL). Returns the lock (keep it for the life of the process) and the node id the
+/// workers use. When a live process holds the lock, nothing is reclaimed and a node id of its
+/// own is used: two live processes never run one task at once.
+pub async fn claim_node(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    node: &str,
+) -> Result<(Option<NodeLock>, String), StoreError> {
+    match store.lock_node(node).await? {
+        Some(lock) => {
+            let reclaimed = store
+                .reclaim_node(&super::node_prefix(node), clock.now())
+                .await?;
+            for task_id in &reclaimed {
+                tracing::info!(%task_id, node, "requeued a task of this node's previous process");
+            }
+            Ok((Some(lock), node.to_string()))
+        }
+        None => {
+            let own = super::unique_node_id(node);
+            tracing::warn!(
+                node,
+                using = %own,
+                "another live process runs as this node (CAIRN_NODE_ID); its leases are left to expire"
+            );
+            Ok((None, own))
+        }
+    }
 }
 
 impl Reaper {

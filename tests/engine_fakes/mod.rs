@@ -168,10 +168,8 @@ impl ToolPort for FakeTools {
     }
 
     async fn call(&self, call: ToolCall) -> Result<ToolReply, PortError> {
-        let key = format!(
-            "{}/{}/{}/{}",
-            call.task_id, call.milestone, call.step, call.attempt
-        );
+        // The key the real tool client would send for this call.
+        let key = cairn::tools::idempotency_key(call.task_id, &call.tool, &call.args, &call.repeat);
         self.log.lock().unwrap().push(Called {
             tool: call.tool.clone(),
             key,

@@ -35,7 +35,7 @@ use crate::domain::task::TaskStatus;
 use crate::engine::runtime::attempt::{Attempt, brief};
 use crate::engine::runtime::checkpoint::{EngineKind, Journal, Record, Spend, TaskState};
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::{ModelPort, ToolCall, ToolPort};
+use crate::engine::runtime::ports::{ModelPort, Repeat, ToolCall, ToolPort};
 use crate::engine::{EngineError, Halt, RunContext, RunOutcome, StopSignal};
 
 pub mod one_shot;
@@ -75,7 +75,11 @@ pub struct Ports {
 /// A baseline's own progress, kept in the v2 state's free slot so it resumes from the
 /// checkpoint like everything else.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct Progress {
+    /// reactive: the call the latest round asked for, committed with the round and cleared
+    /// with its observation, so a crash between the two runs it on resume instead of losing it.
+    pub pending: Option<PendingCall>,
     pub rounds: u32,
     pub observations: Vec<Value>,
     /// v1: the current list, the index of the next step and how many lists were asked for.
@@ -85,6 +89,14 @@ pub struct Progress {
     /// v1: completed steps thrown away by a new list (the cost of global replanning).
     pub discarded_steps: u32,
     pub answer: Option<Value>,
+}
+
+/// A tool call a baseline decided on and has not yet recorded the observation of.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingCall {
+    pub step: String,
+    pub tool: String,
+    pub args: Value,
 }
 
 impl Progress {
@@ -150,25 +162,40 @@ pub struct Executed {
     pub observation: Value,
 }
 
+/// One tool call of a baseline, and what its commit does to the progress besides recording
+/// the observation (`then(state, progress, ok)`), so that the observation and the move past
+/// the step are one commit.
+pub struct Call<'a> {
+    pub strategy: &'a str,
+    pub step: &'a str,
+    pub tool: &'a str,
+    pub args: &'a Value,
+    /// Earlier identical actions of the same list (see [`Repeat`]).
+    pub repeat: Repeat,
+    pub then: fn(&mut TaskState, &mut Progress, bool),
+}
+
 /// Calls one tool (registered tools only; anything else is executor drift, as in v2) and
-/// commits the charge, the observation and a `step.finished` event.
-pub async fn execute(
-    cx: &Attempt,
-    strategy: &str,
-    step: &str,
-    tool: &str,
-    args: &Value,
-) -> Result<Executed, Halt> {
+/// commits the charge, the observation, the call's `then` and a `step.finished` event. The
+/// call is identified by its content and `repeat` (as in v2: an identical side-effecting call
+/// already performed is answered from its receipt).
+pub async fn execute(cx: &Attempt, call: Call<'_>) -> Result<Executed, Halt> {
+    let Call {
+        strategy,
+        step,
+        tool,
+        args,
+        repeat,
+        then,
+    } = call;
     let known = cx.specs.contains_key(tool);
     let (ok, output, error, spend) = if known {
         let called = cx
             .call_tool(ToolCall {
                 task_id: cx.task().id,
-                milestone: strategy.to_string(),
-                step: step.to_string(),
-                attempt: 0,
                 tool: tool.to_string(),
                 args: args.clone(),
+                repeat,
             })
             .await;
         match called.reply {
@@ -201,6 +228,7 @@ pub async fn execute(
             }
             let mut progress = Progress::load(state);
             progress.observations.push(observation.clone());
+            then(state, &mut progress, ok);
             progress.store(state);
             record.push(STEP_FINISHED, event);
             Ok((record, ()))

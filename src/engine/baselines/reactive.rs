@@ -8,14 +8,16 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{Finish, Ports, Progress, context, execute, exhausted, finish, stop_outcome};
+use super::{
+    Call, Finish, PendingCall, Ports, Progress, context, execute, exhausted, finish, stop_outcome,
+};
 use crate::domain::event::kinds::STRATEGY_ROUND;
 use crate::domain::task::TaskStatus;
 use crate::engine::runtime::attempt::Attempt;
 use crate::engine::runtime::attempt::Question;
-use crate::engine::runtime::checkpoint::{EngineKind, Record};
+use crate::engine::runtime::checkpoint::{EngineKind, Record, TaskState};
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::Purpose;
+use crate::engine::runtime::ports::{Purpose, Repeat};
 use crate::engine::{Engine, EngineError, Halt, RunContext, RunOutcome};
 use crate::engine::{prompts, schemas};
 
@@ -71,6 +73,11 @@ async fn run(cx: &Attempt, max_rounds: u32) -> Result<RunOutcome, Halt> {
             return Ok(outcome);
         }
         let progress = cx.journal.read(Progress::load).await;
+        if let Some(pending) = &progress.pending {
+            // Decided by a committed round, not yet observed (a crash came between).
+            run_call(cx, pending).await?;
+            continue;
+        }
         if let Some(answer) = progress.answer {
             let end = Finish {
                 strategy: NAME,
@@ -108,7 +115,11 @@ async fn run(cx: &Attempt, max_rounds: u32) -> Result<RunOutcome, Halt> {
             Err(error) => Move::Unusable(format!("model error: {}", error.message)),
         };
         let call = match &chosen {
-            Move::Call { tool, args } => Some((tool.clone(), args.clone())),
+            Move::Call { tool, args } => Some(PendingCall {
+                step: format!("r{round}"),
+                tool: tool.clone(),
+                args: args.clone(),
+            }),
             _ => None,
         };
         cx.journal
@@ -117,6 +128,7 @@ async fn run(cx: &Attempt, max_rounds: u32) -> Result<RunOutcome, Halt> {
                 ledger::charge(state, None, asked.spend, "reactive", &mut record)?;
                 let mut progress = Progress::load(state);
                 progress.rounds = round;
+                progress.pending = call.clone();
                 let summary = match &chosen {
                     Move::Done(answer) => {
                         progress.answer = Some(answer.clone());
@@ -138,8 +150,27 @@ async fn run(cx: &Attempt, max_rounds: u32) -> Result<RunOutcome, Halt> {
                 Ok((record, ()))
             })
             .await?;
-        if let Some((tool, args)) = call {
-            execute(cx, NAME, &format!("r{round}"), &tool, &args).await?;
+        if let Some(call) = &call {
+            run_call(cx, call).await?;
         }
     }
+}
+
+/// Runs the round's call; its commit records the observation and clears `pending`.
+async fn run_call(cx: &Attempt, call: &PendingCall) -> Result<(), Halt> {
+    let call = Call {
+        strategy: NAME,
+        step: &call.step,
+        tool: &call.tool,
+        args: &call.args,
+        // One call per round: an identical call of an earlier round shares its receipt.
+        repeat: Repeat::default(),
+        then: observed,
+    };
+    execute(cx, call).await?;
+    Ok(())
+}
+
+fn observed(_: &mut TaskState, progress: &mut Progress, _: bool) {
+    progress.pending = None;
 }

@@ -12,14 +12,14 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{Finish, Ports, Progress, context, execute, exhausted, finish, stop_outcome};
+use super::{Call, Finish, Ports, Progress, context, execute, exhausted, finish, stop_outcome};
 use crate::domain::event::kinds::V1_LIST;
 use crate::domain::task::TaskStatus;
 use crate::engine::runtime::attempt::Attempt;
 use crate::engine::runtime::attempt::Question;
-use crate::engine::runtime::checkpoint::{EngineKind, Record};
+use crate::engine::runtime::checkpoint::{EngineKind, Record, TaskState};
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::Purpose;
+use crate::engine::runtime::ports::{Purpose, Repeat};
 use crate::engine::{Engine, EngineError, Halt, RunContext, RunOutcome};
 use crate::engine::{prompts, schemas};
 
@@ -43,6 +43,21 @@ impl Engine for V1Engine {
         let max_lists = self.ports.config.v1_max_replans + 1;
         Halt::settle(run(&cx, max_lists).await)
     }
+}
+
+/// The repeat counter of step `index`: identical earlier steps of the same list (a new list
+/// starts again at 0, so an identical step of a discarded list shares its receipt).
+fn repeat_of(steps: &[Value], index: usize) -> Repeat {
+    let parts: Vec<(String, String, Value)> = steps
+        .iter()
+        .take(index + 1)
+        .enumerate()
+        .map(|(i, s)| step_parts(s, i))
+        .collect();
+    let Some(((_, tool, args), earlier)) = parts.split_last() else {
+        return Repeat::default();
+    };
+    Repeat::among(tool, args, earlier.iter().map(|(_, t, a)| (t.as_str(), a)))
 }
 
 fn step_parts(step: &Value, index: usize) -> (String, String, Value) {
@@ -114,23 +129,29 @@ async fn run(cx: &Attempt, max_lists: u32) -> Result<RunOutcome, Halt> {
         let index = progress.next;
         let (id, tool, args) = step_parts(&progress.steps[index], index);
         let step_name = format!("l{}.{}", progress.lists, id);
-        let executed = execute(cx, NAME, &step_name, &tool, &args).await?;
-        cx.journal
-            .record(|state| {
-                let mut progress = Progress::load(state);
-                if executed.ok {
-                    progress.next += 1;
-                } else {
-                    // Global replanning: the whole list goes, finished steps included.
-                    progress.discarded_steps += u32::try_from(progress.next).unwrap_or(u32::MAX);
-                    progress.steps.clear();
-                    progress.next = 0;
-                    state.metrics.replans += 1;
-                }
-                progress.store(state);
-                Ok((Record::default(), ()))
-            })
-            .await?;
+        let call = Call {
+            strategy: NAME,
+            step: &step_name,
+            tool: &tool,
+            args: &args,
+            repeat: repeat_of(&progress.steps, index),
+            then: advance,
+        };
+        execute(cx, call).await?;
+    }
+}
+
+/// After a step of the list: on to the next, or (a failed step) global replanning, in the
+/// step's own commit.
+fn advance(state: &mut TaskState, progress: &mut Progress, ok: bool) {
+    if ok {
+        progress.next += 1;
+    } else {
+        // Global replanning: the whole list goes, finished steps included.
+        progress.discarded_steps += u32::try_from(progress.next).unwrap_or(u32::MAX);
+        progress.steps.clear();
+        progress.next = 0;
+        state.metrics.replans += 1;
     }
 }
 

@@ -1,8 +1,9 @@
 //! The ports over cairn's real clients: [`crate::llm::LlmClient`] for models and
 //! [`crate::tools::ToolClient`] (schema check, idempotency key, receipts) for tools.
 //!
-//! The adapters only translate: purposes and headers, failure classes, the tool client's
-//! 1-based logical attempt, and a tool's own reported error (an observation the monitor and
+//! The adapters only translate: purposes and headers, failure classes, the call's identity
+//! (task, tool, args, repeat: the client derives the idempotency key from it), and a tool's
+//! own reported error (an observation the monitor and
 //! the repair ladder act on, not a transport failure).
 
 use async_trait::async_trait;
@@ -115,12 +116,9 @@ impl ToolPort for ClientTools {
             .client
             .call(&tools::ToolCall {
                 task_id: call.task_id,
-                milestone_id: call.milestone,
-                step_id: call.step,
-                // The client's attempts are 1-based; the engine's step attempts start at 0.
-                attempt: call.attempt + 1,
                 tool: call.tool,
                 args: call.args,
+                repeat: call.repeat,
                 sandbox: false,
             })
             .await;
@@ -138,7 +136,9 @@ impl ToolPort for ClientTools {
                 error: Some(message),
             }),
             Err(error) => {
-                // Timeout, reset, 5xx, 429, 408: the same call may succeed (an unchanged L1).
+                // Timeout, reset, 5xx, 429, 408, and a receipt store still failing after its
+                // own retries (the database's trouble, not the tool's): the same call may
+                // succeed (an unchanged L1), never a stale plan.
                 let kind = if error.is_transient() {
                     FailureKind::Transient
                 } else {

@@ -103,8 +103,8 @@ pub struct Failure {
 pub struct MilestoneRun {
     /// Tactical model calls so far (the `X-Cairn-Attempt` of the next one is this + 1).
     pub tactical_calls: u32,
-    /// Generation of the current step list; part of each step's idempotency key so a
-    /// re-planned step never reuses an earlier step's receipt.
+    /// Generation of the current step list (reported in `step.finished`; idempotency keys
+    /// come from a call's content, not from its step list, see `crate::tools::key`).
     pub generation: u32,
     /// Index of the next step to execute in the current list.
     pub next_step: usize,

@@ -4,9 +4,11 @@
 //! Why movements: the ledger of a task must be derivable from its `ledger_entries` rows alone
 //! (ARCHITECTURE §5, [`Ledger::replay`]), so every change is persisted as the movements the
 //! domain produced, in the transaction that changes the state. Spend before the plan exists
-//! (the gate, the strategic planner) is task overhead recorded before the allocation, so it
-//! draws nothing from the reserve: the seed's 40,000 reserve is 20% of the whole budget.
-//! After the allocation, overhead (the goal verifier) is covered by the reserve.
+//! (the gate, the strategic planner and its re-asks) is task overhead stored as it happens;
+//! when the books open ([`Ledger::open`]) the seed's allocation is made (a 40,000 reserve,
+//! 22,857 and 45,714 x3) and the reserve pays that pre-plan spend first. After the allocation,
+//! overhead (the goal verifier, L3 replans) is drawn from the reserve too. Spend nothing in the
+//! budget covers is [`overdrawn`]: the engine stops the task as `budget_exhausted`.
 
 use serde_json::json;
 
@@ -57,8 +59,9 @@ pub fn persist(movements: &[LedgerMovement], source: &str, record: &mut Record) 
     }
 }
 
-/// Opens the books for a first plan. Overhead spent before it (gate, planning) is replayed in
-/// front of the allocation, so it is on the books without having drawn on the reserve.
+/// Opens the books for a first plan: the allocation, with the pre-plan overhead already on
+/// the books settled from the reserve. Only the allocation is persisted here (the pre-plan
+/// charges were stored when they happened, before it, and replay the same way).
 pub fn open(
     state: &mut TaskState,
     totals: PerUnit<u64>,
@@ -66,16 +69,46 @@ pub fn open(
     policy: &LedgerPolicy,
     record: &mut Record,
 ) -> Result<(), Halt> {
-    let (_, allocation) = Ledger::allocate(totals, shares, policy).map_err(ledger_error)?;
-    let mut history = state.pre_plan_overhead.clone();
-    history.extend(allocation.iter().cloned());
-    state.ledger = Some(Ledger::replay(totals, &history).map_err(ledger_error)?);
+    let (ledger, allocation) =
+        Ledger::open(totals, &state.pre_plan_overhead, shares, policy).map_err(ledger_error)?;
+    state.ledger = Some(ledger);
     persist(&allocation, "initial_plan", record);
     Ok(())
 }
 
+/// The first unit in which the task has spent more than its budget covers: before the plan,
+/// pre-plan spend over the budget; after it, anything the books leave uncovered.
+pub fn overdrawn(state: &TaskState, budget: Budget) -> Option<Unit> {
+    match state.ledger.as_ref() {
+        Some(ledger) => ledger.uncovered(),
+        None => {
+            let mut spent = PerUnit::default();
+            for m in &state.pre_plan_overhead {
+                *spent.get_mut(m.unit) += m.amount;
+            }
+            over_budget(budget, spent)
+        }
+    }
+}
+
+/// Everything charged to the task, per unit: the books' figure, or before the books open the
+/// pre-plan charges. `result.spend` is this, so it always equals the sum of the entries.
+pub fn charged(state: &TaskState) -> Spend {
+    match state.ledger.as_ref() {
+        Some(ledger) => ledger.spent(),
+        None => {
+            let mut spent = Spend::default();
+            for m in &state.pre_plan_overhead {
+                *spent.get_mut(m.unit) += m.amount;
+            }
+            spent
+        }
+    }
+}
+
 /// Charges `spend` to `milestone`, or with `None` to the task's overhead, and records the
-/// movements. Returns the charge for the monitor when a milestone was charged.
+/// movements. Returns the charge for the monitor when a milestone was charged, and for overhead
+/// only when the reserve could not cover it (the task is then [`overdrawn`]).
 pub fn charge(
     state: &mut TaskState,
     milestone: Option<&str>,
@@ -102,7 +135,11 @@ pub fn charge(
             let outcome = ledger.charge_overhead(usage).map_err(ledger_error)?;
             state.overhead.add(spend);
             persist(&outcome.movements, source, record);
-            Ok(None)
+            // Overhead has no allocation of its own: only an exhausted reserve is news.
+            Ok(outcome.exhausted.first().map(|e| Charged {
+                fraction: 1.0,
+                exhausted: Some(e.unit),
+            }))
         }
         (_, None) => {
             // No books yet: record the spend; `open` replays it ahead of the allocation.

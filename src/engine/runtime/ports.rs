@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use crate::domain::report::Cause;
 use crate::domain::task::TaskId;
+pub use crate::tools::Repeat;
 
 /// Why a model is asked; each purpose can have its own model and the simulator scripts
 /// replies by purpose, milestone and attempt.
@@ -77,17 +78,17 @@ pub struct ToolSpec {
     pub side_effects: bool,
 }
 
-/// One tool call. The idempotency key is derived from `(task, milestone, step, attempt)` so a
-/// resumed step carries the same key as the call it repeats.
+/// One tool call, identified by what it does. The idempotency key is derived from `(task,
+/// tool, canonical args, repeat)`: an identical side-effecting call already performed (before
+/// a resume, in an earlier attempt, repair or plan version) is answered from its receipt and
+/// not sent again. `repeat` is [`Repeat::Nth`] with the count of earlier identical actions in
+/// the same step list (0 almost always), or [`Repeat::Check`] for an acceptance check.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
     pub task_id: TaskId,
-    pub milestone: String,
-    /// The logical step name (unique per step list generation, see the executor).
-    pub step: String,
-    pub attempt: u32,
     pub tool: String,
     pub args: Value,
+    pub repeat: Repeat,
 }
 
 /// What a tool answered: its output, named artifacts, or an error it reported.

@@ -25,19 +25,35 @@ use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Asked, Attempt, brief};
 use crate::engine::runtime::checkpoint::{Record, TaskState};
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::{FailureKind, Purpose, ToolCall, model_cause};
+use crate::engine::runtime::ports::{FailureKind, Purpose, Repeat, ToolCall, model_cause};
 use crate::engine::{prompts, schemas};
 
 /// The milestone id the direct path uses in model headers, keys and events.
 pub const DIRECT: &str = "direct";
 
 /// The act loop's checkpoint (inside the v2 state).
+///
+/// A round's steps are part of the round's commit (`pending`, with `next` the first not yet
+/// executed), and each step's observation commits with `next` moved past it: a crash between
+/// the two resumes at the step it interrupted, never skipping an observation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
 struct DirectState {
     rounds: u32,
     tool_calls: u32,
     observations: Vec<Value>,
     answer: Option<Value>,
+    /// The latest round's steps, the index of the next one to run, and the tools that round
+    /// offered (what its steps may use).
+    pending: Vec<Step>,
+    next: usize,
+    offered: Vec<String>,
+}
+
+impl DirectState {
+    fn next_step(&self) -> Option<&Step> {
+        self.pending.get(self.next)
+    }
 }
 
 fn load(value: Option<&Value>) -> DirectState {
@@ -65,37 +81,47 @@ pub async fn run(cx: &Attempt) -> Result<RunOutcome, Halt> {
             )
             .await;
         }
-        if direct.answer.is_some() || direct.rounds >= cx.config.direct_max_rounds {
-            return conclude(cx, direct).await;
-        }
         if cx.stopping() {
             return Ok(match cx.journal.ctx().stop_requested() {
                 Some(super::StopSignal::LeaseLost) => RunOutcome::LeaseLost,
                 _ => RunOutcome::Yielded,
             });
         }
+        if let Some(step) = direct.next_step() {
+            if direct.tool_calls >= cx.config.direct_max_tool_calls {
+                skip_pending(cx).await?;
+            } else {
+                execute(cx, &direct, step).await?;
+            }
+            continue;
+        }
+        if direct.answer.is_some() || direct.rounds >= cx.config.direct_max_rounds {
+            return conclude(cx, direct).await;
+        }
         // Out of tool calls, or at the last round: the model is asked for its answer only, so
         // the loop ends with what the observations support rather than with no answer.
         let last = direct.tool_calls >= cx.config.direct_max_tool_calls
             || direct.rounds + 1 >= cx.config.direct_max_rounds;
         let tools: &[String] = if last { &[] } else { &all_tools };
-        let steps = round(cx, &direct, tools).await?;
-        for (index, step) in steps.iter().enumerate() {
-            let calls = load(cx.journal.read(|s| s.direct.clone()).await.as_ref()).tool_calls;
-            if calls >= cx.config.direct_max_tool_calls {
-                break;
-            }
-            execute(cx, direct.rounds + 1, index, step, tools).await?;
-        }
+        round(cx, &direct, tools).await?;
     }
 }
 
+/// Drops the rest of a round's steps once the loop is out of tool calls.
+async fn skip_pending(cx: &Attempt) -> Result<(), Halt> {
+    cx.journal
+        .record(|state| {
+            let mut direct = load(state.direct.as_ref());
+            direct.next = direct.pending.len();
+            state.direct = serde_json::to_value(&direct).ok();
+            Ok((Record::default(), ()))
+        })
+        .await?;
+    Ok(())
+}
+
 /// One model round: asks for steps or an answer and commits the reply. Returns the steps to run.
-async fn round(
-    cx: &Attempt,
-    direct: &DirectState,
-    all_tools: &[String],
-) -> Result<Vec<Step>, Halt> {
+async fn round(cx: &Attempt, direct: &DirectState, all_tools: &[String]) -> Result<(), Halt> {
     let round = direct.rounds + 1;
     let input = json!({"goal": cx.task().goal, "tools": cx.tool_schemas(all_tools),
                        "observations": direct.observations,
@@ -125,25 +151,45 @@ async fn round(
         .map(|v| v.get("answer").cloned().unwrap_or(Value::Null));
     cx.journal
         .record_prompted(&asked.prompt, |state| {
-            record_round(state, round, &asked, &steps, answer.as_ref())
+            let reply = Round {
+                round,
+                asked: &asked,
+                steps: &steps,
+                offered: all_tools,
+                answer: answer.as_ref(),
+            };
+            record_round(state, &reply)
         })
         .await?;
-    Ok(steps)
+    Ok(())
 }
 
-/// Commits a round: its charge, the answer or what was unusable about the reply, and a
-/// `direct.round` event.
-fn record_round(
-    state: &mut TaskState,
+/// One round's reply, as it is committed.
+struct Round<'a> {
     round: u32,
-    asked: &Asked,
-    steps: &[Step],
-    answer: Option<&Value>,
-) -> Result<(Record, ()), Halt> {
+    asked: &'a Asked,
+    steps: &'a [Step],
+    offered: &'a [String],
+    answer: Option<&'a Value>,
+}
+
+/// Commits a round: its charge, the steps it asks for (the intent, before any is run), the
+/// answer or what was unusable about the reply, and a `direct.round` event.
+fn record_round(state: &mut TaskState, reply: &Round<'_>) -> Result<(Record, ()), Halt> {
+    let Round {
+        round,
+        asked,
+        steps,
+        offered,
+        answer,
+    } = *reply;
     let mut record = Record::default();
     ledger::charge(state, None, asked.spend, "tactical", &mut record)?;
     let mut direct = load(state.direct.as_ref());
     direct.rounds = round;
+    direct.pending = steps.to_vec();
+    direct.next = 0;
+    direct.offered = offered.to_vec();
     match (&asked.reply, answer) {
         (_, Some(answer)) => direct.answer = Some(answer.clone()),
         (Err(error), _) => direct
@@ -162,15 +208,11 @@ fn record_round(
     Ok((record, ()))
 }
 
-/// One step of the act loop: the executor contract, the call, the charge, one commit.
-async fn execute(
-    cx: &Attempt,
-    round: u32,
-    index: usize,
-    step: &Step,
-    allowed: &[String],
-) -> Result<(), Halt> {
-    if let Err(reason) = check_contract(cx, allowed, step) {
+/// One step of the act loop: the executor contract, the call, the charge, one commit that
+/// also moves the round's `next` past the step.
+async fn execute(cx: &Attempt, direct: &DirectState, step: &Step) -> Result<(), Halt> {
+    let index = direct.next;
+    if let Err(reason) = check_contract(cx, &direct.offered, step) {
         cx.journal
             .record(|state| {
                 state.metrics.drift += 1;
@@ -179,6 +221,7 @@ async fn execute(
                 direct
                     .observations
                     .push(json!({"step": step.id, "refused": reason}));
+                direct.next = index + 1;
                 state.direct = serde_json::to_value(&direct).ok();
                 let record = Record::event(
                     EXECUTOR_DRIFT,
@@ -189,14 +232,18 @@ async fn execute(
             .await?;
         return Ok(());
     }
+    // Identified by content: only an identical earlier step of this round's list is a
+    // deliberate repeat; an identical call of an earlier round shares its receipt.
+    let earlier = direct.pending[..index.min(direct.pending.len())]
+        .iter()
+        .map(|s| (s.tool.as_str(), &s.args));
+    let repeat = Repeat::among(&step.tool, &step.args, earlier);
     let called = cx
         .call_tool(ToolCall {
             task_id: cx.task().id,
-            milestone: DIRECT.into(),
-            step: format!("r{round}.{index}.{}", step.id),
-            attempt: 0,
             tool: step.tool.clone(),
             args: step.args.clone(),
+            repeat,
         })
         .await;
     let (ok, output, error) = match called.reply {
@@ -215,6 +262,7 @@ async fn execute(
             }
             let mut direct = load(state.direct.as_ref());
             direct.tool_calls += 1;
+            direct.next = index + 1;
             direct.observations.push(json!({"step": step.id, "tool": step.tool, "args": step.args,
                                              "ok": ok, "error": error, "output": brief(&output, 2000)}));
             state.direct = serde_json::to_value(&direct).ok();

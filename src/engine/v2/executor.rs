@@ -20,7 +20,7 @@ use crate::engine::Halt;
 use crate::engine::runtime::attempt::{Attempt, Called, brief};
 use crate::engine::runtime::checkpoint::{Failure, Record, Spend, TaskState};
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::{FailureKind, ToolCall};
+use crate::engine::runtime::ports::{FailureKind, Repeat, ToolCall};
 use crate::store::NewArtifact;
 
 /// What happened to one step.
@@ -107,14 +107,18 @@ pub async fn run_next_step(cx: &Attempt, milestone_id: &str) -> Result<StepOutco
     if let Err(reason) = check_contract(cx, &milestone.tools, &step) {
         return record_drift(cx, milestone_id, index, &step, reason).await;
     }
+    // The call's identity is its content: an identical action this task already performed
+    // (before a resume, in an earlier attempt, repair or plan version) is answered from its
+    // receipt; only an identical earlier step of this same list makes it a deliberate repeat.
+    let earlier = milestone.steps[..index]
+        .iter()
+        .map(|s| (s.tool.as_str(), &s.args));
     let called = cx
         .call_tool(ToolCall {
             task_id: cx.task().id,
-            milestone: milestone_id.to_string(),
-            step: format!("{}@g{}", step.id, run.generation),
-            attempt: step.attempt,
             tool: step.tool.clone(),
             args: step.args.clone(),
+            repeat: Repeat::among(&step.tool, &step.args, earlier),
         })
         .await;
     let executed = Executed {

@@ -1,19 +1,21 @@
-//! The plan-or-act gate, wired: features from the gate model (or the domain's heuristic from
-//! the goal text when the model gives none), the direct history of the goal kind, the domain's
-//! rules ([`crate::domain::gate::route`]), and the decision stored as a `gate.decided` event
-//! with its features and reasons. The task's result repeats the decision next to the status
-//! it ended with, which is what `GET /v1/stats/gate` and later decisions read.
+//! The plan-or-act gate, wired: the gate model's features and the domain's deterministic
+//! heuristic over the goal text and the side-effecting tools, combined towards planning
+//! ([`crate::domain::gate::combine`]); the direct history of the goal kind; the domain's rules
+//! ([`crate::domain::gate::route`]); and the decision stored as a `gate.decided` event with the
+//! features of each source, the combined ones and the reasons. The task's result repeats the
+//! decision next to the status it ended with, which is what `GET /v1/stats/gate` and later
+//! decisions read.
 //!
-//! The history comes from this tenant's recent direct-routed tasks of the same kind; with too
-//! little of it the configured prior stands in. The heuristic counts a goal that names a
-//! side-effecting tool as touching writes, so the gate leans to planning there.
+//! The history comes from this tenant's recent direct-routed tasks of the same kind (routed by
+//! the gate, or forced with strategy `direct`, whose record keeps the heuristic's features);
+//! the configured Beta prior weighs in, so a kind with no history reads below the threshold.
 
 use serde_json::{Value, json};
 
 use crate::domain::event::kinds::GATE_DECIDED;
 use crate::domain::gate::{
-    DirectHistory, FeatureSource, GateFeatures, GateRecord, GateThresholds, heuristic_features,
-    route,
+    DirectHistory, FeatureSource, GateFeatures, GateRecord, GateSources, GateThresholds, combine,
+    heuristic_features, route,
 };
 use crate::domain::report::TaskReport;
 use crate::domain::task::{Strategy, TaskStatus};
@@ -33,8 +35,8 @@ fn thresholds(config: &super::EngineSettings) -> GateThresholds {
     GateThresholds {
         max_direct_tool_calls: config.direct_max_tool_calls,
         min_direct_success: config.direct_min_success,
-        min_history: config.direct_min_history,
         prior_direct_success: config.direct_success_prior,
+        prior_weight: config.direct_prior_weight,
     }
 }
 
@@ -42,8 +44,13 @@ fn thresholds(config: &super::EngineSettings) -> GateThresholds {
 /// (recorded as such); `auto` asks the gate.
 pub async fn decide(cx: &Attempt) -> Result<Route, Halt> {
     let task = cx.task().clone();
+    let heuristic = heuristic_features(&task.goal, &cx.writers());
     let (decision, spend, prompt) = match task.strategy {
-        Strategy::Direct => (GateRecord::forced(Route::Direct, task.strategy), None, None),
+        Strategy::Direct => (
+            GateRecord::forced(Route::Direct, task.strategy, Some(heuristic)),
+            None,
+            None,
+        ),
         Strategy::Auto => {
             let asked = cx
                 .ask(Question {
@@ -59,23 +66,27 @@ pub async fn decide(cx: &Attempt) -> Result<Route, Halt> {
                 .reply
                 .as_ref()
                 .ok()
-                .and_then(|r| serde_json::from_value::<GateFeatures>(r.value.clone()).ok());
-            let mut features = match model {
-                Some(features) => GateFeatures {
+                .and_then(|r| serde_json::from_value::<GateFeatures>(r.value.clone()).ok())
+                .map(|features| GateFeatures {
                     source: FeatureSource::Model,
+                    direct_history: None,
                     ..features
-                },
-                None => heuristic_features(&task.goal, &cx.writers()),
-            };
+                });
+            let mut features = combine(model.as_ref(), &heuristic);
             features.direct_history = Some(direct_history(cx, &features.goal_kind).await);
             let decided = route(features, &thresholds(&cx.config));
+            let sources = GateSources { model, heuristic };
             (
-                GateRecord::decided(decided, task.strategy),
+                GateRecord::decided(decided, task.strategy, sources),
                 Some(asked.spend),
                 Some(asked.prompt),
             )
         }
-        _ => (GateRecord::forced(Route::Plan, task.strategy), None, None),
+        _ => (
+            GateRecord::forced(Route::Plan, task.strategy, None),
+            None,
+            None,
+        ),
     };
     let route = decision.route;
     let event = serde_json::to_value(&decision).unwrap_or(Value::Null);

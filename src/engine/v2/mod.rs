@@ -26,6 +26,7 @@ use super::{Engine, EngineError, Halt, RunContext, RunOutcome, StopSignal};
 use crate::domain::repair::ReplanReason;
 use crate::domain::task::TaskStatus;
 
+pub mod carry;
 pub mod direct;
 pub mod executor;
 pub mod gate;
@@ -107,6 +108,9 @@ async fn drive(cx: Arc<Attempt>) -> Result<RunOutcome, Halt> {
     if route == Route::Direct {
         return crate::engine::v2::direct::run(&cx).await;
     }
+    if let Some(ending) = report::overdrawn(&cx).await {
+        return report::finish(&cx, ending).await;
+    }
     if cx.journal.read(|s| s.plan.is_none()).await
         && let strategic::Strategic::Refused { reason, cause } = strategic::plan(&cx, None).await?
     {
@@ -123,6 +127,10 @@ async fn drive(cx: Arc<Attempt>) -> Result<RunOutcome, Halt> {
         .await;
     }
     loop {
+        // Overhead the reserve could not cover (planning, an L3 replan, the verifier) stops it.
+        if let Some(ending) = report::overdrawn(&cx).await {
+            return report::finish(&cx, ending).await;
+        }
         if cx.journal.read(|s| s.phase).await != Phase::Verify {
             match schedule::execute(&cx).await? {
                 Flow::AllDone => {}

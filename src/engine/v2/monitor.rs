@@ -21,7 +21,7 @@ use crate::engine::runtime::checkpoint::{
     Failure, MilestoneOutcome, MilestoneRun, Record, Spend, TaskState,
 };
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::{Purpose, ToolCall};
+use crate::engine::runtime::ports::{Purpose, Repeat, ToolCall};
 use crate::engine::{prompts, schemas};
 
 /// The result of one check evaluation.
@@ -140,13 +140,15 @@ async fn command(
     let called = cx
         .call_tool(ToolCall {
             task_id: cx.task().id,
-            milestone: subject.milestone_id.to_string(),
-            // A fresh identity per evaluation and per claim: a check must really re-run after
-            // a resume, never be answered from a receipt.
-            step: format!("check{}.{index}", subject.run.check_runs + 1),
-            attempt: u32::try_from(cx.task().attempts).unwrap_or(0),
             tool: tool.to_string(),
             args: args.clone(),
+            // A deliberate repeat per evaluation and per claim: a check must really re-run
+            // after a resume, never be answered from a receipt.
+            repeat: Repeat::Check {
+                milestone: format!("{}#{index}", subject.milestone_id),
+                run: subject.run.check_runs + 1,
+                claim: u32::try_from(cx.task().attempts).unwrap_or(0),
+            },
         })
         .await;
     let result = match called.reply {

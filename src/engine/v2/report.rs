@@ -6,12 +6,14 @@
 use serde_json::{Value, json};
 
 use crate::domain::event::kinds::GATE_OUTCOME;
-use crate::domain::ledger::Unit;
+use crate::domain::ledger::{Account, Unit};
+use crate::domain::plan::Milestone;
 use crate::domain::repair::rung_name;
 use crate::domain::report::Cause;
-use crate::domain::task::TaskStatus;
+use crate::domain::task::{Budget, TaskStatus};
 use crate::engine::runtime::attempt::Attempt;
 use crate::engine::runtime::checkpoint::{Record, Spend, TaskState};
+use crate::engine::runtime::ledger;
 use crate::engine::{Halt, RunOutcome};
 
 /// How the task ends, and the words for it.
@@ -25,45 +27,35 @@ pub struct Ending {
     pub cause: Option<Cause>,
 }
 
-/// Builds the result from the state.
+/// Builds the result from the state. The spend figures are the ledger's: `spend` is every
+/// charge on the books (overhead, every milestone of every plan version, including those an
+/// L3 replan dropped, which are listed with status `dropped`), so it equals the sum of the
+/// task's `charge` entries.
 pub fn result(state: &TaskState, ending: &Ending) -> Value {
-    let mut total = state.overhead;
-    let milestones: Vec<Value> = state
+    let ledger = state.ledger.as_ref();
+    let planned: Vec<&Milestone> = state
         .plan
         .iter()
         .flat_map(|plan| plan.milestones.iter())
-        .map(|m| {
-            let run = state.runs.get(&m.id).cloned().unwrap_or_default();
-            total.add(run.spend);
-            let books = |unit: &str, field: &str| -> u64 {
-                let account = Unit::parse(unit).and_then(|unit| {
-                    state
-                        .ledger
-                        .as_ref()
-                        .and_then(|l| l.account(&m.id, unit).ok())
-                });
-                account
-                    .map(|a| match field {
-                        "alloc" => a.allocated,
-                        "granted" => a.granted,
-                        _ => a.returned,
-                    })
-                    .unwrap_or(0)
-            };
-            json!({
-                "id": m.id, "title": m.title, "status": m.status, "outcome": run.outcome,
-                "spend": run.spend,
-                "granted": {"tokens": books("tokens", "granted"), "tool_calls": books("tool_calls", "granted"), "wall_ms": books("wall_ms", "granted")},
-                "returned": {"tokens": books("tokens", "returned"), "tool_calls": books("tool_calls", "returned"), "wall_ms": books("wall_ms", "returned")},
-                "repairs": run.repairs.levels.iter().map(|l| rung_name(*l)).collect::<Vec<_>>(),
-                "failure": run.failure,
-            })
-        })
         .collect();
-    let passed: Vec<&str> = state
-        .plan
+    let dropped: Vec<&str> = ledger
+        .map(|l| {
+            l.milestones()
+                .filter(|id| !planned.iter().any(|m| m.id == *id))
+                .collect()
+        })
+        .unwrap_or_default();
+    let milestones: Vec<Value> = planned
         .iter()
-        .flat_map(|p| p.milestones.iter())
+        .map(|m| milestone(state, &m.id, json!(m.title), json!(m.status)))
+        .chain(
+            dropped
+                .iter()
+                .map(|id| milestone(state, id, Value::Null, json!("dropped"))),
+        )
+        .collect();
+    let passed: Vec<&str> = planned
+        .iter()
         .filter(|m| m.status == crate::domain::plan::MilestoneStatus::Done)
         .map(|m| m.id.as_str())
         .collect();
@@ -78,16 +70,84 @@ pub fn result(state: &TaskState, ending: &Ending) -> Value {
         "passed": passed,
         "milestones": milestones,
         "overhead": state.overhead,
-        "spend": total,
-        "ledger": state.ledger.as_ref().and_then(|l| serde_json::to_value(l).ok()),
+        "spend": ledger::charged(state),
+        "ledger": ledger.and_then(|l| serde_json::to_value(l).ok()),
         "metrics": state.metrics,
         "extra": ending.extra,
         "cause": ending.cause,
     })
 }
 
+/// One milestone's line of the result: its spend, grants and returns from the ledger.
+fn milestone(state: &TaskState, id: &str, title: Value, status: Value) -> Value {
+    let run = state.runs.get(id).cloned().unwrap_or_default();
+    let books = |field: fn(&Account) -> u64| -> Spend {
+        let mut figures = Spend::default();
+        for unit in Unit::ALL {
+            *figures.get_mut(unit) = state
+                .ledger
+                .as_ref()
+                .and_then(|l| l.account(id, unit).ok())
+                .map(field)
+                .unwrap_or(0);
+        }
+        figures
+    };
+    let spend = match state.ledger.as_ref() {
+        Some(_) => books(|a| a.spent),
+        None => run.spend,
+    };
+    json!({
+        "id": id, "title": title, "status": status, "outcome": run.outcome,
+        "spend": spend,
+        "granted": books(|a| a.granted),
+        "returned": books(|a| a.returned),
+        "repairs": run.repairs.levels.iter().map(|l| rung_name(*l)).collect::<Vec<_>>(),
+        "failure": run.failure,
+    })
+}
+
+/// A charge nothing in the budget covers ends the task `budget_exhausted`, whatever else it
+/// was about to end as: the books are never silently exceeded.
+fn within_budget(state: &TaskState, budget: Budget, ending: Ending) -> Ending {
+    match ledger::overdrawn(state, budget) {
+        Some(unit) if ending.status != TaskStatus::BudgetExhausted => Ending {
+            status: TaskStatus::BudgetExhausted,
+            reason: format!(
+                "the budget cannot cover the {} spent (task overhead beyond the reserve); {}",
+                unit.as_str(),
+                ending.reason
+            ),
+            extra: json!({"unit": unit, "ended_as": ending.status.as_str(), "extra": ending.extra}),
+            ..ending
+        },
+        _ => ending,
+    }
+}
+
+/// The ending for a task whose books are overdrawn (see [`within_budget`]), if they are.
+pub async fn overdrawn(cx: &Attempt) -> Option<Ending> {
+    let budget = cx.task().budget;
+    let unit = cx.journal.read(|s| ledger::overdrawn(s, budget)).await?;
+    Some(Ending {
+        status: TaskStatus::BudgetExhausted,
+        verified: None,
+        reason: format!(
+            "task overhead (gate, planning, verification) ran out of {} and the reserve cannot cover it",
+            unit.as_str()
+        ),
+        extra: json!({"unit": unit}),
+        cause: None,
+    })
+}
+
 /// Commits the terminal status with its result and events.
 pub async fn finish(cx: &Attempt, ending: Ending) -> Result<RunOutcome, Halt> {
+    let budget = cx.task().budget;
+    let ending = cx
+        .journal
+        .read(|state| within_budget(state, budget, ending))
+        .await;
     let status = ending.status;
     cx.journal
         .record(|state| {
@@ -104,13 +164,4 @@ pub async fn finish(cx: &Attempt, ending: Ending) -> Result<RunOutcome, Halt> {
         })
         .await?;
     Ok(RunOutcome::Finished(status))
-}
-
-/// Total spend of a state (overhead plus every milestone).
-pub fn total_spend(state: &TaskState) -> Spend {
-    let mut total = state.overhead;
-    for run in state.runs.values() {
-        total.add(run.spend);
-    }
-    total
 }

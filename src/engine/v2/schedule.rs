@@ -2,7 +2,9 @@
 //! `max_parallel`), each through its [`runner`]; the first outcome that ends the task (a
 //! failure for good, an empty reserve) stops the others at their next durable point, and an
 //! L3 request waits until every runner has stopped, then re-plans the strategy (keeping
-//! finished work) and schedules the new milestones.
+//! finished work: passed milestones, and the finished steps of a sibling still running, which
+//! the new version resumes from its next step, see [`super::carry`]) and schedules the new
+//! milestones.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -226,7 +228,7 @@ pub async fn replan_strategy(
             state.strategy_replans += 1;
             // The replaced plan failed, unless a new constraint (not the plan) asked for it.
             let replaced = (failure.reason != ReplanReason::NewConstraint)
-                .then(|| state.plan.as_ref().map(crate::domain::fingerprint::of_plan))
+                .then(|| state.ladder.installed_plan.clone())
                 .flatten();
             state.ladder.begin_replan_strategy(replaced);
             Ok((Record::default(), ()))

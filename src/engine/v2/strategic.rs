@@ -5,16 +5,19 @@
 //! validated ([`crate::domain::validate`]); an invalid plan goes back to the model with the
 //! errors, at most `max_reasks` times, and is never executed. Version 1 is written with reason
 //! `initial` together with the ledger's allocation. An L3 replan gets the current plan, the
-//! finished milestones and the evidence, and must keep every finished milestone
-//! ([`crate::domain::validate::carry_over`]).
+//! finished milestones, the milestones in progress and the evidence, and must keep every
+//! finished milestone ([`crate::domain::validate::carry_over`]); a milestone in progress that
+//! it keeps unchanged carries its finished steps ([`super::carry`]).
+
+use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
 use crate::domain::event::kinds::{PLAN_ACCEPTED, PLAN_REFUSED};
 use crate::domain::fingerprint::of_plan;
 use crate::domain::ledger::{LedgerPolicy, PerUnit};
-use crate::domain::plan::{MilestoneStatus, Plan};
-use crate::domain::repair::ProposalVerdict;
+use crate::domain::plan::{MilestoneStatus, Plan, StepStatus};
+use crate::domain::repair::{ProposalVerdict, RepairLevel};
 use crate::domain::report::Cause;
 use crate::domain::validate::{KnownTools, PlanError, carry_over, feedback, validate};
 use crate::engine::Halt;
@@ -25,6 +28,8 @@ use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::Purpose;
 use crate::engine::runtime::ports::{FailureKind, model_cause};
 use crate::engine::{prompts, schemas};
+
+use super::carry;
 
 /// How strategic planning ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,6 +62,9 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
     let mut failures: Vec<Option<FailureKind>> = Vec::new();
     for _ in 0..=cx.config.max_reasks {
         let snapshot = cx.journal.snapshot().await;
+        if ledger::overdrawn(&snapshot, cx.task().budget).is_some() {
+            break; // no re-ask the budget cannot pay for; the task ends budget_exhausted
+        }
         let attempt = snapshot.strategic_calls + 1;
         let input = input(cx, &families, &snapshot, replan.as_ref(), errors.as_deref());
         let asked = cx
@@ -90,6 +98,7 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
                 (None, _) => "replan_strategy",
             },
             cause: replan.as_ref().and_then(|r| r.failure.seq),
+            replanned: replan.as_ref().and_then(|r| r.milestone),
         };
         let accepted = cx
             .journal
@@ -143,9 +152,14 @@ fn input(
                 .map(|m| json!({"id": m.id, "artifacts": snapshot.artifacts.get(&m.id)
                     .map(|a| a.keys().collect::<Vec<_>>())}))
                 .collect::<Vec<_>>(),
+            "in_progress": current.milestones.iter()
+                .filter(|m| m.status == MilestoneStatus::Active && Some(m.id.as_str()) != r.milestone)
+                .map(|m| json!({"id": m.id, "steps_done": m.steps.iter()
+                    .filter(|s| s.status == StepStatus::Done).count()}))
+                .collect::<Vec<_>>(),
             "failed_milestone": r.milestone,
             "evidence": r.failure,
-            "rule": "keep every completed milestone unchanged (same id, title and accept); plan only the remaining path",
+            "rule": "keep every completed milestone unchanged (same id, title and accept); a milestone in progress kept unchanged (same id, title, accept, tools, depends_on) keeps its finished steps; plan only the remaining path",
         });
     }
     input
@@ -183,6 +197,8 @@ struct Proposal<'a> {
     reason: &'static str,
     /// The event that caused an L3 replan.
     cause: Option<i64>,
+    /// The milestone whose failure caused an L3 replan (re-planned, not carried).
+    replanned: Option<&'a str>,
 }
 
 /// Commits one strategic call: its charge, and the plan refused or installed. Returns whether
@@ -200,6 +216,7 @@ fn commit(
         repeated,
         reason,
         cause,
+        replanned,
     } = proposal;
     let mut record = Record::default();
     ledger::charge(state, None, asked.spend, "strategic", &mut record)?;
@@ -220,7 +237,8 @@ fn commit(
             Ok((record, false))
         }
         Ok(plan) => {
-            install(state, plan.clone(), cx, &mut record)?;
+            install(state, plan.clone(), cx, *replanned, &mut record)?;
+            state.ladder.plan_installed(of_plan(plan));
             record.push(
                 PLAN_ACCEPTED,
                 json!({"attempt": attempt, "version": state.plan_version + 1,
@@ -234,13 +252,29 @@ fn commit(
 
 /// Puts an accepted plan in place with its ledger: a first plan opens the books; a replacement
 /// rebalances them (the replaced milestones return their unspent shares, and the reserve above
-/// its policy share is granted to the new unfinished milestones by effort).
+/// its policy share is granted to the new unfinished milestones by effort). A replacement
+/// also carries the progress of milestones still running ([`carry::in_flight`]): their
+/// finished steps stay done and their execution records stay as they were.
 fn install(
     state: &mut TaskState,
-    plan: Plan,
+    mut plan: Plan,
     cx: &Attempt,
+    replanned: Option<&str>,
     record: &mut Record,
 ) -> Result<(), Halt> {
+    // Not carried: the milestone that asked for this strategy, and any other whose own
+    // latest repair asked for one (its request was not the first).
+    let mut asked_l3: BTreeSet<String> = state
+        .runs
+        .iter()
+        .filter(|(_, run)| run.repairs.levels.last() == Some(&Some(RepairLevel::ReplanStrategy)))
+        .map(|(id, _)| id.clone())
+        .collect();
+    asked_l3.extend(replanned.map(str::to_string));
+    let carried = match &state.plan {
+        Some(old) => carry::in_flight(old, &mut plan, &asked_l3),
+        None => BTreeSet::new(),
+    };
     let pending: Vec<(String, u32)> = plan
         .milestones
         .iter()
@@ -249,7 +283,6 @@ fn install(
         .collect();
     let policy = LedgerPolicy {
         reserve: crate::domain::ledger::Fraction::from_f64(cx.config.reserve_frac),
-        ..LedgerPolicy::default()
     };
     match state.ledger.as_mut() {
         None => {
@@ -270,7 +303,7 @@ fn install(
             ledger::persist(&movements, "replan_strategy", record);
         }
     }
-    for (id, _) in &pending {
+    for (id, _) in pending.iter().filter(|(id, _)| !carried.contains(id)) {
         let run = state.run_mut(id);
         run.needs_steps = false;
         run.pending_repair = None;

@@ -322,8 +322,8 @@ fn settle(
 }
 
 /// Attaches a step list: L1 keeps the steps before the failing one and replaces the rest;
-/// the initial list and L2 replace everything. A new generation keeps idempotency keys of
-/// re-planned steps apart from earlier ones.
+/// the initial list and L2 replace everything. A re-planned step identical to one already
+/// performed keeps its idempotency key (content-derived) and is answered from its receipt.
 fn attach(
     state: &mut TaskState,
     milestone_id: &str,

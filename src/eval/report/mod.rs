@@ -27,6 +27,9 @@ pub struct Record {
     pub strategy: String,
     pub repeat: u32,
     pub status: String,
+    /// What the strategy claimed: the run ended `succeeded`.
+    #[serde(default)]
+    pub claimed: bool,
     /// The suite's acceptance check, read from the simulated world's state.
     pub verified: bool,
     pub tokens: u64,
@@ -82,6 +85,7 @@ impl Record {
             strategy: strategy.as_str().into(),
             repeat,
             status: run.status.as_str().into(),
+            claimed: run.status == crate::domain::task::TaskStatus::Succeeded,
             verified,
             tokens: report.spend.tokens,
             tool_calls: report.spend.tool_calls,
@@ -107,6 +111,11 @@ impl Record {
 pub struct Aggregate {
     pub runs: u32,
     pub verified: u32,
+    /// Runs that ended `succeeded`, and those of them the world's check did not confirm.
+    #[serde(default)]
+    pub claimed: u32,
+    #[serde(default)]
+    pub false_success: u32,
     pub success_rate: f64,
     pub mean_tokens: f64,
     pub mean_tool_calls: f64,
@@ -127,6 +136,8 @@ impl Aggregate {
         for r in records {
             a.runs += 1;
             a.verified += u32::from(r.verified);
+            a.claimed += u32::from(r.claimed);
+            a.false_success += u32::from(r.claimed && !r.verified);
             tokens += r.tokens;
             tools += r.tool_calls;
             models += u64::from(r.model_calls);
@@ -166,7 +177,13 @@ pub struct Regression {
 /// Everything `report.json` holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
+    /// False for `cairn eval --live`: the model answers came from `model`.
     pub simulated: bool,
+    #[serde(default)]
+    pub model: String,
+    /// The version (`name@hash8`) of every engine prompt.
+    #[serde(default)]
+    pub prompts: Vec<String>,
     pub suite: String,
     pub seed: u64,
     pub guess_success: f64,
@@ -215,6 +232,8 @@ impl Report {
         let (rollout_candidate, rollout_regressions) = rollout(&names, &regressions);
         Report {
             simulated: true,
+            model: String::new(),
+            prompts: Vec::new(),
             suite: suite.name.clone(),
             seed: suite.world.seed,
             guess_success: suite.world.guess_success,

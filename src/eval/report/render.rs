@@ -12,9 +12,9 @@ impl Report {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "| strategy | verified success | mean tokens | mean tool calls | mean model calls | repairs L1/L2/L3 | faults recovered | repeated side effects |"
+            "| strategy | verified success | claimed | false success | mean tokens | mean tool calls | mean model calls | repairs L1/L2/L3 | faults recovered | repeated side effects |"
         );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
         for name in &self.strategies {
             let Some(a) = self.aggregates.get(name) else {
                 continue;
@@ -22,10 +22,12 @@ impl Report {
             let rep = |l: &str| a.repairs.get(l).copied().unwrap_or(0);
             let _ = writeln!(
                 out,
-                "| {name} | {}/{} ({:.0}%) | {:.0} | {:.1} | {:.1} | {}/{}/{} | {}/{} | {} |",
+                "| {name} | {}/{} ({:.0}%) | {} | {} | {:.0} | {:.1} | {:.1} | {}/{}/{} | {}/{} | {} |",
                 a.verified,
                 a.runs,
                 a.success_rate * 100.0,
+                a.claimed,
+                a.false_success,
                 a.mean_tokens,
                 a.mean_tool_calls,
                 a.mean_model_calls,
@@ -42,17 +44,31 @@ impl Report {
 
     pub fn markdown(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "# Evaluation report: suite `{}` (simulated)\n",
-            self.suite
-        );
-        let _ = writeln!(
-            out,
-            "Every model and tool answer below is **simulated** (`cairn eval`'s world model, seed {}, \
-             guess_success {}); {} repeat(s) per task and strategy. See docs/evaluation.md.\n",
-            self.seed, self.guess_success, self.repeat
-        );
+        if self.simulated {
+            let _ = writeln!(
+                out,
+                "# Evaluation report: suite `{}` (simulated)\n",
+                self.suite
+            );
+            let _ = writeln!(
+                out,
+                "Every model and tool answer below is **simulated** (`cairn eval`'s world model, seed {}, \
+                 guess_success {}); {} repeat(s) per task and strategy. See docs/evaluation.md.\n",
+                self.seed, self.guess_success, self.repeat
+            );
+        } else {
+            let _ = writeln!(out, "# Evaluation report: suite `{}` (live)\n", self.suite);
+            let _ = writeln!(
+                out,
+                "The model answers below come from a **real model**, `{}` (`cairn eval --live`); the \
+                 tools and acceptance checks are the suite's simulated world (seed {}). {} repeat(s) \
+                 per task and strategy. See docs/evaluation.md.\n",
+                self.model, self.seed, self.repeat
+            );
+        }
+        if !self.prompts.is_empty() {
+            let _ = writeln!(out, "Prompts: {}.\n", self.prompts.join(", "));
+        }
         let _ = writeln!(out, "## Per strategy\n\n{}", self.headline());
         self.markdown_categories(&mut out);
         self.markdown_tasks(&mut out);

@@ -39,9 +39,10 @@ use crate::store::Store;
 
 mod mind;
 mod perform;
+mod specs;
 
 use mind::Mind;
-use perform::perform;
+use perform::{normal, perform};
 
 /// The remedy tool for `missing_file`.
 pub const LOCATE: &str = "locate";
@@ -113,6 +114,13 @@ impl World {
         }
     }
 
+    /// The same world with its tools described for a real model (`cairn eval --live`): each
+    /// tool's arguments, with descriptions, instead of open objects.
+    pub fn with_described_tools(mut self) -> World {
+        self.specs = specs::described(&self.suite);
+        self
+    }
+
     /// The world state of a task (after it ended: what the acceptance check reads).
     pub fn task_world(&self, id: TaskId) -> TaskWorld {
         lock(&self.state).get(&id).cloned().unwrap_or_default()
@@ -130,7 +138,7 @@ impl World {
             None => true,
             Some(template) => {
                 let truth = resolve_truth(template, &truth_facts(task));
-                answer.is_some_and(|a| value_text(a).contains(&truth))
+                answer.is_some_and(|a| normal(&value_text(a)).contains(&normal(&truth)))
             }
         };
         steps_done && answered

@@ -9,8 +9,31 @@ use super::{LOCATE, TaskWorld, resolve_truth};
 use crate::engine::runtime::ports::{FailureKind, PortError, ToolReply};
 use crate::eval::suite::{FaultKind, FaultSpec, SuiteTask, TaskStep};
 
-fn arg<'a>(args: &'a Value, name: &str) -> &'a str {
-    args.get(name).and_then(Value::as_str).unwrap_or_default()
+/// An argument as text: strings as they are, numbers and booleans written out (a real model
+/// may send `8812` where the suite says `"8812"`).
+fn arg(args: &Value, name: &str) -> String {
+    match args.get(name) {
+        Some(Value::String(text)) => text.clone(),
+        Some(value @ (Value::Number(_) | Value::Bool(_))) => value.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// Text compared as a reader would: case, surrounding quotes and runs of whitespace ignored.
+pub(super) fn normal(text: &str) -> String {
+    text.trim()
+        .trim_matches(|c| c == '"' || c == '\'')
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
+/// Whether a given argument means the expected value: equal as a reader compares, or (for a
+/// value of three characters or more) containing it, as in `"Error: err-queue-full"`.
+pub(super) fn means(given: &str, expected: &str) -> bool {
+    let (given, expected) = (normal(given), normal(expected));
+    given == expected || (expected.chars().count() >= 3 && given.contains(&expected))
 }
 
 fn error(message: String) -> Result<ToolReply, PortError> {
@@ -49,7 +72,7 @@ pub(super) fn perform(
     for (name, template) in &step.args {
         let expected = resolve_truth(template, &world.facts);
         let given = arg(args, name);
-        if given != expected {
+        if !means(&given, &expected) {
             return error(format!("{tool}: not found: {name}={given:?}"));
         }
     }
@@ -61,16 +84,26 @@ pub(super) fn perform(
 
 /// The remedy tool for `missing_file`: it finds the file only where that fault is injected.
 fn locate(task: &SuiteTask, world: &mut TaskWorld, args: &Value) -> Result<ToolReply, PortError> {
-    let sid = arg(args, "ref");
-    let hit = task
+    let wanted = arg(args, "ref");
+    // The reference is the step the signal named, or the path that was missing.
+    let missing = task
         .fault
         .as_ref()
-        .is_some_and(|f| f.kind == FaultKind::MissingFile && f.step == sid);
-    if hit {
+        .filter(|f| f.kind == FaultKind::MissingFile);
+    let hit = missing.is_some_and(|f| {
+        let path = task
+            .steps
+            .iter()
+            .find(|s| s.id == f.step)
+            .and_then(|s| s.args.values().next())
+            .map(|p| resolve_truth(p, &world.facts));
+        means(&wanted, &f.step) || path.is_some_and(|p| means(&wanted, &p))
+    });
+    if let Some(sid) = missing.map(|f| f.step.clone()).filter(|_| hit) {
         world.located = true;
         return output(json!({"found": true, "signal": format!("located:{sid}")}));
     }
-    error(format!("locate: nothing to locate for {sid:?}"))
+    error(format!("locate: nothing to locate for {wanted:?}"))
 }
 
 /// The step meant is the first one of this tool whose arguments all match; failing that,
@@ -83,7 +116,7 @@ fn select_step<'t>(
     let matches = |step: &TaskStep| {
         step.args
             .iter()
-            .all(|(k, v)| arg(args, k) == resolve_truth(v, &world.facts))
+            .all(|(k, v)| means(&arg(args, k), &resolve_truth(v, &world.facts)))
     };
     candidates
         .iter()
@@ -145,20 +178,20 @@ fn fault_after_args(
                 resolve_truth(&path, &world.facts)
             )))
         }
-        FaultKind::UnexpectedResponse if arg(args, "api") != "v2" => {
+        FaultKind::UnexpectedResponse if normal(&arg(args, "api")) != "v2" => {
             world.fault_hits += 1;
             Some(output(
                 json!({"status": "moved", "detail": "this endpoint answers in API v2",
                                  "signal": format!("moved:{sid}")}),
             ))
         }
-        FaultKind::InvalidIntermediate if arg(args, "validate") != "true" => {
+        FaultKind::InvalidIntermediate if normal(&arg(args, "validate")) != "true" => {
             world.fault_hits += 1;
             Some(output(json!({"ok": true, "valid": false,
                                  "problems": ["the produced data does not match its schema"],
                                  "signal": format!("invalid:{sid}")})))
         }
-        FaultKind::IncompleteEvidence if arg(args, "page") != "2" => {
+        FaultKind::IncompleteEvidence if normal(&arg(args, "page")) != "2" => {
             world.fault_hits += 1;
             Some(output(
                 json!({"items": ["first half of the evidence"], "complete": false,
@@ -198,5 +231,25 @@ fn record(task: &SuiteTask, world: &mut TaskWorld, step: &TaskStep) -> ToolReply
         output: Value::Object(revealed.clone()),
         artifacts: BTreeMap::from([(sid, Value::Object(revealed))]),
         error: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_are_compared_as_a_reader_would() {
+        assert!(means("  Billing ", "billing"));
+        assert!(means("\"team-quokka\"", "Team-Quokka"));
+        assert!(means("Error:  err-queue-full", "err-queue-full"));
+        assert!(means("total-18400EUR", "total-18400eur"));
+        assert!(!means("guess-cause-0", "off-by-one-in-peek"));
+        assert!(!means("v", "v2"));
+        // Short values must be equal, not merely contained.
+        assert!(!means("v22", "v2"));
+        assert!(means("V2", "v2"));
+        assert_eq!(arg(&json!({"build": 8812}), "build"), "8812");
+        assert_eq!(arg(&json!({"validate": true}), "validate"), "true");
     }
 }

@@ -92,10 +92,37 @@ pub(super) async fn reap_expired(
     hints: &Outbox,
     now: DateTime<Utc>,
 ) -> Result<Vec<TaskId>, StoreError> {
+    requeue(pool, hints, now, None).await
+}
+
+/// Requeues the running tasks a dead process of this node held (`claimed_by` starting with
+/// `prefix`), each with a `task.released` event (reason `owner_restarted`).
+pub(super) async fn reclaim(
+    pool: &PgPool,
+    hints: &Outbox,
+    prefix: &str,
+    now: DateTime<Utc>,
+) -> Result<Vec<TaskId>, StoreError> {
+    requeue(pool, hints, now, Some(prefix)).await
+}
+
+/// Expired leases (`held_by` None, `task.lease_expired`), or every lease held by a worker id
+/// starting with `held_by` (`task.released`, reason `owner_restarted`).
+async fn requeue(
+    pool: &PgPool,
+    hints: &Outbox,
+    now: DateTime<Utc>,
+    held_by: Option<&str>,
+) -> Result<Vec<TaskId>, StoreError> {
+    let kind = match held_by {
+        None => kinds::TASK_LEASE_EXPIRED,
+        Some(_) => kinds::TASK_RELEASED,
+    };
     let found = sqlx::query(
         "WITH expired AS ( \
             SELECT id, claimed_by, fence, lease_expires_at FROM tasks \
-            WHERE status = 'running' AND lease_expires_at < $1 \
+            WHERE status = 'running' AND CASE WHEN $3::text IS NULL THEN lease_expires_at < $1 \
+                ELSE starts_with(claimed_by, $3::text) END \
             ORDER BY id FOR UPDATE SKIP LOCKED \
          ), requeued AS ( \
             UPDATE tasks t SET status = 'queued', claimed_by = NULL, lease_expires_at = NULL, \
@@ -106,14 +133,18 @@ pub(super) async fn reap_expired(
          ), logged AS ( \
             INSERT INTO events (task_id, seq, kind, data, created_at) \
             SELECT id, last_seq, $2, \
-                jsonb_build_object('worker_id', claimed_by, 'fence', fence, \
-                    'lease_expires_at', lease_expires_at), $1 \
+                CASE WHEN $3::text IS NULL THEN \
+                    jsonb_build_object('worker_id', claimed_by, 'fence', fence, \
+                        'lease_expires_at', lease_expires_at) \
+                ELSE jsonb_build_object('worker_id', claimed_by, 'fence', fence, \
+                        'reason', 'owner_restarted') END, $1 \
             FROM requeued \
          ) \
          SELECT id, last_seq FROM requeued ORDER BY id",
     )
     .bind(now)
-    .bind(kinds::TASK_LEASE_EXPIRED)
+    .bind(kind)
+    .bind(held_by)
     .fetch_all(pool)
     .await?;
     let mut reaped = Vec::with_capacity(found.len());
@@ -126,4 +157,18 @@ pub(super) async fn reap_expired(
         hints.runnable();
     }
     Ok(reaped)
+}
+
+/// Takes the session-level advisory lock of `node` on a connection of its own, held for as
+/// long as the returned connection lives; `None` when another live session holds it.
+pub(super) async fn lock_node(
+    pool: &PgPool,
+    node: &str,
+) -> Result<Option<sqlx::PgConnection>, StoreError> {
+    let mut conn = pool.acquire().await?.detach();
+    let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+        .bind(crate::store::node_key(node))
+        .fetch_one(&mut conn)
+        .await?;
+    Ok(locked.then_some(conn))
 }

@@ -187,6 +187,19 @@ impl Store for PgStore {
         lease::reap_expired(&self.pool, &self.hints, now).await
     }
 
+    async fn lock_node(&self, node: &str) -> Result<Option<NodeLock>, StoreError> {
+        let held = lease::lock_node(&self.pool, node).await?;
+        Ok(held.map(|conn| NodeLock::new(Box::new(conn))))
+    }
+
+    async fn reclaim_node(
+        &self,
+        prefix: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<TaskId>, StoreError> {
+        lease::reclaim(&self.pool, &self.hints, prefix, now).await
+    }
+
     async fn get_receipt(&self, idempotency_key: &str) -> Result<Option<ToolReceipt>, StoreError> {
         history::receipt(&self.pool, idempotency_key).await
     }

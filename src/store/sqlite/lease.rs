@@ -104,9 +104,12 @@ impl SqliteStore {
         Ok(rules::lease_status(done.rows_affected()))
     }
 
+    /// Expired leases (`held_by` None, `task.lease_expired`), or every lease held by a worker
+    /// id starting with `held_by` (`task.released`, reason `owner_restarted`).
     pub(super) async fn reap_expired_tx(
         &self,
         now: DateTime<Utc>,
+        held_by: Option<&str>,
     ) -> Result<Vec<TaskId>, StoreError> {
         let now_ms = millis(now);
         let mut tx = self.write().await?;
@@ -114,9 +117,11 @@ impl SqliteStore {
         // created instead of the small partial index of running leases; sort afterwards.
         let mut expired = sqlx::query(
             "SELECT id, claimed_by, fence, lease_expires_at FROM tasks \
-             WHERE status = 'running' AND lease_expires_at < ?1",
+             WHERE status = 'running' AND CASE WHEN ?2 IS NULL THEN lease_expires_at < ?1 \
+                 ELSE substr(claimed_by, 1, length(?2)) = ?2 END",
         )
         .bind(now_ms)
+        .bind(held_by)
         .fetch_all(&mut *tx)
         .await?
         .into_iter()
@@ -128,7 +133,8 @@ impl SqliteStore {
         for (id, row) in &expired {
             let worker: Option<String> = row.try_get("claimed_by")?;
             let fence: i64 = row.try_get("fence")?;
-            let expired_at = rows::from_millis(row.try_get("lease_expires_at")?)?;
+            let expired_at: Option<i64> = row.try_get("lease_expires_at")?;
+            let expired_at = expired_at.map(rows::from_millis).transpose()?;
             // Clearing `claimed_by` is what turns the old worker's next fenced write into
             // LeaseLost; the next claim bumps the fence as well.
             let seq_row = sqlx::query(
@@ -140,9 +146,17 @@ impl SqliteStore {
             .fetch_one(&mut *tx)
             .await?;
             let seq: i64 = seq_row.try_get("last_seq")?;
-            let data =
-                json!({ "worker_id": worker, "fence": fence, "lease_expires_at": expired_at });
-            append_event(&mut tx, id, seq, kinds::TASK_LEASE_EXPIRED, &data, now_ms).await?;
+            let (kind, data) = match held_by {
+                None => (
+                    kinds::TASK_LEASE_EXPIRED,
+                    json!({ "worker_id": worker, "fence": fence, "lease_expires_at": expired_at }),
+                ),
+                Some(_) => (
+                    kinds::TASK_RELEASED,
+                    json!({ "worker_id": worker, "fence": fence, "reason": "owner_restarted" }),
+                ),
+            };
+            append_event(&mut tx, id, seq, kind, &data, now_ms).await?;
             let task_id = rows::parse_id(id)?;
             reaped.push(task_id);
             wakeups.push(Wakeup::Events {

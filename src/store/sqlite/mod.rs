@@ -34,8 +34,8 @@ use tokio::sync::broadcast;
 
 use super::{
     Artifact, Backend, CancelOutcome, Change, Claimed, Commit, Created, IdempotencyClaim,
-    LeaseStatus, LedgerEntry, NewToolReceipt, PlanVersionRecord, Store, StoreError, TaskQuery,
-    ToolReceipt, Wakeup,
+    LeaseStatus, LedgerEntry, NewToolReceipt, NodeLock, PlanVersionRecord, Store, StoreError,
+    TaskQuery, ToolReceipt, Wakeup,
 };
 use crate::domain::event::Event;
 use crate::domain::task::{Lease, NewTask, Task, TaskId};
@@ -59,6 +59,8 @@ const WAKEUP_CAPACITY: usize = 1024;
 pub struct SqliteStore {
     pool: SqlitePool,
     wakeups: broadcast::Sender<Wakeup>,
+    /// The database file (node locks live beside it).
+    path: std::path::PathBuf,
 }
 
 impl SqliteStore {
@@ -82,7 +84,11 @@ impl SqliteStore {
             .connect_with(options)
             .await?;
         let (wakeups, _) = broadcast::channel(WAKEUP_CAPACITY);
-        Ok(Self { pool, wakeups })
+        Ok(Self {
+            pool,
+            wakeups,
+            path: path.to_path_buf(),
+        })
     }
 
     /// Starts a write transaction holding the write lock from its first statement.
@@ -209,7 +215,35 @@ impl Store for SqliteStore {
     }
 
     async fn reap_expired(&self, now: DateTime<Utc>) -> Result<Vec<TaskId>, StoreError> {
-        self.reap_expired_tx(now).await
+        self.reap_expired_tx(now, None).await
+    }
+
+    async fn lock_node(&self, node: &str) -> Result<Option<NodeLock>, StoreError> {
+        let path = format!(
+            "{}.node-{:016x}.lock",
+            self.path.display(),
+            crate::store::node_key(node)
+        );
+        let io = |error| StoreError::Database(sqlx::Error::Io(error));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(NodeLock::new(Box::new(file)))),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(error)) => Err(io(error)),
+        }
+    }
+
+    async fn reclaim_node(
+        &self,
+        prefix: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<TaskId>, StoreError> {
+        self.reap_expired_tx(now, Some(prefix)).await
     }
 
     async fn get_receipt(&self, idempotency_key: &str) -> Result<Option<ToolReceipt>, StoreError> {

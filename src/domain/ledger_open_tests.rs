@@ -1,0 +1,168 @@
+//! Unit tests of opening the books after pre-plan spend, and of uncovered spend.
+
+use super::*;
+
+fn tokens(n: u64) -> PerUnit<u64> {
+    PerUnit {
+        tokens: n,
+        ..PerUnit::default()
+    }
+}
+
+fn seed_totals() -> PerUnit<u64> {
+    PerUnit {
+        tokens: 200_000,
+        tool_calls: 100,
+        wall_ms: 600_000,
+    }
+}
+
+fn seed_shares() -> Vec<(String, u32)> {
+    [("m1", 1), ("m2", 2), ("m3", 2), ("m4", 2)]
+        .iter()
+        .map(|(id, e)| (id.to_string(), *e))
+        .collect()
+}
+
+fn pre_plan(amount: u64) -> Vec<LedgerMovement> {
+    vec![LedgerMovement {
+        milestone_id: None,
+        kind: MovementKind::Charge,
+        unit: Unit::Tokens,
+        amount,
+    }]
+}
+
+#[test]
+fn pre_plan_spend_is_drawn_from_the_reserve_after_the_seed_allocation() {
+    // The worked example's gate (300) and strategic call (1,500) come before the plan.
+    let history = pre_plan(1_800);
+    let (ledger, allocation) = Ledger::open(
+        seed_totals(),
+        &history,
+        &seed_shares(),
+        &LedgerPolicy::default(),
+    )
+    .unwrap();
+    let (seed, seed_allocation) =
+        Ledger::allocate(seed_totals(), &seed_shares(), &LedgerPolicy::default()).unwrap();
+    assert_eq!(
+        allocation, seed_allocation,
+        "the seed's allocation, to the token"
+    );
+    let book = ledger.book(Unit::Tokens);
+    assert_eq!(book.reserve, 40_000 - 1_800);
+    assert_eq!((book.overhead_spent, book.overhead_drawn), (1_800, 1_800));
+    assert_eq!(book.uncovered(), 0);
+    assert!(book.conserved());
+    for m in ["m1", "m2", "m3", "m4"] {
+        assert_eq!(
+            ledger.account(m, Unit::Tokens),
+            seed.account(m, Unit::Tokens)
+        );
+    }
+    // Replaying the stored entries in their order (pre-plan charges first) gives the same books.
+    let mut entries = history.clone();
+    entries.extend(allocation);
+    assert_eq!(Ledger::replay(seed_totals(), &entries).unwrap(), ledger);
+    // m1 spends 9,000 and returns 13,857: the reserve is 52,057 (53,857 less the 1,800).
+    let mut ledger = ledger;
+    ledger.charge("m1", tokens(9_000)).unwrap();
+    ledger.return_unspent("m1").unwrap();
+    assert_eq!(ledger.book(Unit::Tokens).reserve, 52_057);
+}
+
+#[test]
+fn pre_plan_spend_beyond_the_reserve_share_is_allocated_before_the_split() {
+    let (ledger, allocation) = Ledger::open(
+        seed_totals(),
+        &pre_plan(50_000),
+        &seed_shares(),
+        &LedgerPolicy::default(),
+    )
+    .unwrap();
+    let reserve_allocated: u64 = allocation
+        .iter()
+        .filter(|m| m.unit == Unit::Tokens && m.milestone_id.is_none())
+        .map(|m| m.amount)
+        .sum();
+    assert_eq!(reserve_allocated, 50_000);
+    let book = ledger.book(Unit::Tokens);
+    assert_eq!((book.reserve, book.uncovered()), (0, 0));
+    // The rest, 150,000, split 1:2:2:2.
+    assert_eq!(
+        ledger.account("m1", Unit::Tokens).unwrap().allocated,
+        21_428
+    );
+    assert!(book.conserved());
+    assert!(book.spent() <= book.total);
+}
+
+#[test]
+fn pre_plan_spend_beyond_the_budget_is_uncovered() {
+    let (ledger, _) = Ledger::open(
+        seed_totals(),
+        &pre_plan(250_000),
+        &seed_shares(),
+        &LedgerPolicy::default(),
+    )
+    .unwrap();
+    assert_eq!(ledger.uncovered(), Some(Unit::Tokens));
+    assert_eq!(ledger.book(Unit::Tokens).uncovered(), 50_000);
+    assert!(ledger.book(Unit::Tokens).conserved());
+    let grant = LedgerMovement {
+        milestone_id: Some("m1".into()),
+        kind: MovementKind::Grant,
+        unit: Unit::Tokens,
+        amount: 1,
+    };
+    assert!(
+        Ledger::open(
+            seed_totals(),
+            &[grant],
+            &seed_shares(),
+            &LedgerPolicy::default()
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn spend_is_everything_charged_dropped_milestones_included() {
+    let (mut ledger, _) = Ledger::open(
+        seed_totals(),
+        &pre_plan(1_800),
+        &seed_shares(),
+        &LedgerPolicy::default(),
+    )
+    .unwrap();
+    ledger.charge("m1", tokens(9_000)).unwrap();
+    ledger.return_unspent("m1").unwrap();
+    ledger.charge("m4", tokens(3_000)).unwrap();
+    // L3 drops m2..m4 for m5.
+    ledger
+        .rebalance(
+            &["m2".into(), "m3".into(), "m4".into()],
+            &[("m5".into(), 1)],
+            &LedgerPolicy::default(),
+        )
+        .unwrap();
+    ledger.charge("m5", tokens(4_000)).unwrap();
+    ledger.charge_overhead(tokens(400)).unwrap();
+    assert_eq!(ledger.spent().tokens, 1_800 + 9_000 + 3_000 + 4_000 + 400);
+    assert_eq!(ledger.spent_by("m4").unwrap().tokens, 3_000);
+    assert_eq!(
+        ledger.milestones().collect::<Vec<_>>(),
+        ["m1", "m2", "m3", "m4", "m5"]
+    );
+    assert_eq!(ledger.uncovered(), None);
+}
+
+#[test]
+fn fractions_are_exact() {
+    let f = Fraction::from_f64(0.2);
+    assert_eq!(f.of(200_000), 40_000);
+    assert_eq!(f.of(7), 1);
+    assert_eq!(Fraction::from_f64(f64::NAN).of(100), 0);
+    assert_eq!(Fraction::from_f64(3.0).of(100), 100);
+}
