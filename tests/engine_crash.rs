@@ -14,15 +14,12 @@
 mod common;
 mod serve_process;
 
-use std::path::Path;
-
 use cairn::domain::event::Event;
 use cairn::domain::task::TaskStatus;
-use cairn::sim::{Scenario, SimServer};
 use cairn::store::Store;
 use cairn::store::postgres::PgStore;
 use serde_json::{Value, json};
-use serve_process::{Db, FAST_LEASES, Serve, wait_events};
+use serve_process::{Db, Serve, SimStack, wait_events};
 
 fn data(event: &Event, key: &str) -> Value {
     event.data.get(key).cloned().unwrap_or(Value::Null)
@@ -42,25 +39,9 @@ async fn a_crash_mid_m4_resumes_without_repeating_side_effects() {
     store.migrate().await.expect("migrate");
 
     // The worked example, with slow file edits so the kill lands between m4's two L2 steps.
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/worked_example.json");
-    let mut scenario = Scenario::load(&path).expect("scenario");
-    for tool in scenario.tools.iter_mut().filter(|t| t.name == "edit_file") {
-        tool.latency_ms = Some(400);
-    }
-    let sim = SimServer::start(scenario, "127.0.0.1:0".parse().expect("addr"))
-        .await
-        .expect("simulator");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let tools_file = dir.path().join("tools.json");
-    let specs: Vec<_> = sim.registry().specs().cloned().collect();
-    std::fs::write(&tools_file, json!({ "tools": specs }).to_string()).expect("tools file");
-    let tools_file = tools_file.display().to_string();
-    let mut env: Vec<(&str, &str)> = FAST_LEASES.to_vec();
-    env.extend([
-        ("CAIRN_LLM_DEFAULT_BASE_URL", sim.base_url()),
-        ("CAIRN_LLM_DEFAULT_MODEL", "cairn-sim"),
-        ("CAIRN_TOOLS_FILE", tools_file.as_str()),
-    ]);
+    let stack = SimStack::start("worked_example.json", &["edit_file"], 400).await;
+    let sim = &stack.sim;
+    let env = stack.env();
 
     let first = Serve::start(Db::Postgres(&pg.url), &env).await;
     let response = reqwest::Client::new()
@@ -162,25 +143,8 @@ async fn a_crash_mid_direct_call_resumes_at_the_interrupted_step() {
     let pg = common::TestPg::create().await;
     let store = PgStore::connect(&pg.url, 2).await.expect("connect");
     store.migrate().await.expect("migrate");
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/direct_question.toml");
-    let mut scenario = Scenario::load(&path).expect("scenario");
-    for tool in scenario.tools.iter_mut() {
-        tool.latency_ms = Some(2000);
-    }
-    let sim = SimServer::start(scenario, "127.0.0.1:0".parse().expect("addr"))
-        .await
-        .expect("simulator");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let tools_file = dir.path().join("tools.json");
-    let specs: Vec<_> = sim.registry().specs().cloned().collect();
-    std::fs::write(&tools_file, json!({ "tools": specs }).to_string()).expect("tools file");
-    let tools_file = tools_file.display().to_string();
-    let mut env: Vec<(&str, &str)> = FAST_LEASES.to_vec();
-    env.extend([
-        ("CAIRN_LLM_DEFAULT_BASE_URL", sim.base_url()),
-        ("CAIRN_LLM_DEFAULT_MODEL", "cairn-sim"),
-        ("CAIRN_TOOLS_FILE", tools_file.as_str()),
-    ]);
+    let stack = SimStack::start("direct_question.toml", &["get_version"], 2000).await;
+    let env = stack.env();
     let first = Serve::start(Db::Postgres(&pg.url), &env).await;
     let response = reqwest::Client::new()
         .post(format!("http://{}/v1/tasks", first.addr))

@@ -26,6 +26,10 @@
 //! `CAIRN_LIVE_TASK_DEADLINE_S` (default 300) bounds each. Its wall budget is 150 s less: the
 //! engine checks the wall budget between calls, so one model call in flight may run past it.
 //!
+//! `CAIRN_LIVE_CASES=c,d` runs only the cases whose labels start so. `CAIRN_LIVE_STRICT=1` (for
+//! the 1.5B model: `CAIRN_LIVE_MODEL=.deps/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf`) also
+//! requires the note cases to succeed: an accepted v2 plan, one note per owner, verified.
+//!
 //! It prints one summary line per task (status, verified, model calls, tokens, wall time) and
 //! one line per model call (purpose, latency, tokens). Logs and every recorded exchange are kept
 //! under `target/tmp/live_model/`.
@@ -285,6 +289,48 @@ fn check_plans(outcome: &Outcome, tools: &KnownTools, violations: &mut Vec<Strin
 }
 
 /// No false success: a verified success must be backed by the simulated world.
+/// Strict mode (`CAIRN_LIVE_STRICT=1`, for a model able to do the work): a note case ran as an
+/// accepted v2 plan, sent exactly one note to each owner it names, and ended verified.
+fn check_achieved(outcome: &Outcome, calls: &[&Exchange], violations: &mut Vec<String>) {
+    let Goal::Notes { notified, .. } = outcome.case.world else {
+        return;
+    };
+    let label = outcome.case.label;
+    let report = TaskReport::read(outcome.task.get("result"));
+    if !report.verified_success() {
+        violations.push(format!(
+            "{label}: strict: not a verified success (status {}, reason {})",
+            outcome.task["status"], outcome.task["result"]["reason"]
+        ));
+    }
+    if outcome.case.strategy == "v2" && outcome.plans["items"].as_array().is_none_or(Vec::is_empty)
+    {
+        violations.push(format!("{label}: strict: no accepted plan version"));
+    }
+    let notes: Vec<&&Exchange> = calls
+        .iter()
+        .filter(|c| c.is_tool_call("write_note") && c.tool_succeeded())
+        .collect();
+    for service in notified {
+        let to_owner = notes
+            .iter()
+            .filter(|c| names(&text_of(&c.args()["to"]), owner(service)))
+            .count();
+        if to_owner != 1 {
+            violations.push(format!(
+                "{label}: strict: {to_owner} notes to the owner of {service}, expected 1"
+            ));
+        }
+    }
+    if notes.len() != notified.len() {
+        violations.push(format!(
+            "{label}: strict: {} write_note calls, expected {}",
+            notes.len(),
+            notified.len()
+        ));
+    }
+}
+
 fn check_world(outcome: &Outcome, calls: &[&Exchange], violations: &mut Vec<String>) {
     let report = TaskReport::read(outcome.task.get("result"));
     if !report.verified_success() {
@@ -490,6 +536,8 @@ fn print_calls(label: &str, model_calls: &[&Exchange]) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_real_model_runs_tasks_without_false_success() {
     let all_started = Instant::now();
+    // Strict: the model must be good enough to achieve the note cases (the 1.5B model).
+    let strict = std::env::var("CAIRN_LIVE_STRICT").is_ok_and(|v| v == "1");
     let parallel = env_u64("CAIRN_LIVE_PARALLEL", 1).max(1);
     let deadline = Duration::from_secs(env_u64("CAIRN_LIVE_TASK_DEADLINE_S", 300).max(60));
 
@@ -500,6 +548,11 @@ async fn a_real_model_runs_tasks_without_false_success() {
         model.load_time.as_secs_f64(),
         model.base_url
     );
+    let model_name = model
+        .model
+        .file_stem()
+        .map(|s| s.to_string_lossy().trim_end_matches("-q4_k_m").to_string())
+        .unwrap_or_else(|| "local-model".into());
     let sim = Sim::start(&root().join("scenarios/service_directory.json")).await;
     let proxy = Proxy::start(&model.base_url, &sim.base_url).await;
     let dir = tempfile::tempdir().expect("temp dir");
@@ -511,7 +564,7 @@ async fn a_real_model_runs_tasks_without_false_success() {
         &db,
         &[
             ("CAIRN_LLM_DEFAULT_BASE_URL", proxy.base_url.as_str()),
-            ("CAIRN_LLM_DEFAULT_MODEL", "qwen2.5-coder-0.5b-instruct"),
+            ("CAIRN_LLM_DEFAULT_MODEL", model_name.as_str()),
             ("CAIRN_TOOLS_FILE", tools_file.to_str().expect("utf-8 path")),
             ("CAIRN_WORKERS", &parallel.to_string()),
             ("CAIRN_POLL_INTERVAL_MS", "200"),
@@ -531,7 +584,14 @@ async fn a_real_model_runs_tasks_without_false_success() {
     let mut running = Vec::new();
     let all = std::env::var("CAIRN_LIVE_ALL").is_ok_and(|v| v == "1");
     let extra: &[Case] = if all { EXTRA_CASES } else { &[] };
-    for case in CASES.iter().chain(extra) {
+    let only = std::env::var("CAIRN_LIVE_CASES").unwrap_or_default();
+    let chosen = |case: &&Case| {
+        only.trim().is_empty()
+            || only
+                .split(',')
+                .any(|prefix| case.label.starts_with(prefix.trim()))
+    };
+    for case in CASES.iter().chain(extra).filter(chosen) {
         let permit = permits.clone().acquire_owned().await.expect("semaphore");
         let base = serve.base_url.clone();
         let case = *case;
@@ -588,6 +648,9 @@ async fn a_real_model_runs_tasks_without_false_success() {
         check_plans(outcome, &known_tools, &mut violations);
         check_world(outcome, &tool_calls, &mut violations);
         check_side_effects(outcome, &tool_calls, &mut violations);
+        if strict {
+            check_achieved(outcome, &tool_calls, &mut violations);
+        }
     }
     let model_calls: Vec<&Exchange> = records.iter().filter(|r| r.is_model_call()).collect();
     check_schemas(&model_calls, &mut violations);

@@ -16,17 +16,15 @@ mod fault_proxy;
 mod serve_process;
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::time::Duration;
 
 use cairn::domain::event::kinds;
 use cairn::domain::task::{DEFAULT_TENANT, TaskId, TaskStatus};
-use cairn::sim::{Scenario, SimServer};
 use cairn::store::Store;
 use cairn::store::postgres::PgStore;
 use fault_proxy::FaultProxy;
 use serde_json::json;
-use serve_process::{Db, FAST_LEASES, Serve};
+use serve_process::{Db, Serve, SimStack};
 
 const TASKS: usize = 4;
 /// About what a PostgreSQL restart takes on this machine.
@@ -97,25 +95,8 @@ async fn a_database_restart_mid_run_fails_no_task() {
     let proxy = FaultProxy::start(upstream_of(&pg.url)).await;
     let (proxied, _) = through(&pg.url, proxy.addr());
 
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/worked_example.json");
-    let mut scenario = Scenario::load(&path).expect("scenario");
-    for tool in scenario.tools.iter_mut().filter(|t| t.name == "edit_file") {
-        tool.latency_ms = Some(300);
-    }
-    let sim = SimServer::start(scenario, "127.0.0.1:0".parse().expect("addr"))
-        .await
-        .expect("simulator");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let tools_file = dir.path().join("tools.json");
-    let specs: Vec<_> = sim.registry().specs().cloned().collect();
-    std::fs::write(&tools_file, json!({ "tools": specs }).to_string()).expect("tools file");
-    let tools_file = tools_file.display().to_string();
-    let mut env: Vec<(&str, &str)> = FAST_LEASES.to_vec();
-    env.extend([
-        ("CAIRN_LLM_DEFAULT_BASE_URL", sim.base_url()),
-        ("CAIRN_LLM_DEFAULT_MODEL", "cairn-sim"),
-        ("CAIRN_TOOLS_FILE", tools_file.as_str()),
-    ]);
+    let stack = SimStack::start("worked_example.json", &["edit_file"], 300).await;
+    let env = stack.env();
     let serve = Serve::start(Db::Postgres(&proxied), &env).await;
     let mut ids = Vec::new();
     for _ in 0..TASKS {

@@ -13,7 +13,10 @@
 //! several targets is enough to plan, and the larger tool-call estimate counts, so a model that
 //! misses a destructive verb cannot route the goal past planning.
 //!
-//! Unknown history is not a good record: the direct success rate of a goal kind is estimated
+//! A goal neither source expects any tool call for (a knowledge question) goes direct: with no
+//! tool to call and nothing to write there is nothing a plan could schedule, and the goal
+//! verifier still judges the answer. Every other goal needs a record:
+//! unknown history is not a good record: the direct success rate of a goal kind is estimated
 //! with a Beta prior ([`direct_estimate`]), by default worth two pseudo-outcomes at 0.5, so a
 //! kind with no direct outcomes reads 0.5 (below the 0.9 needed) and a kind earns the direct
 //! route with its own successes (8 of 8 reach 0.9).
@@ -130,6 +133,10 @@ pub enum Route {
 #[serde(tag = "rule", rename_all = "snake_case")]
 pub enum GateReason {
     TouchesWrites,
+    /// Neither source expects a tool call (and none expects a write): there is nothing a plan
+    /// could schedule, so the goal goes direct whatever the history; the verifier still judges
+    /// the answer.
+    NothingToPlan,
     MultipleTargets {
         targets: u32,
     },
@@ -242,6 +249,13 @@ pub fn route(features: GateFeatures, thresholds: &GateThresholds) -> GateDecisio
         return GateDecision {
             route: Route::Plan,
             reasons,
+            features,
+        };
+    }
+    if features.est_tool_calls == 0 {
+        return GateDecision {
+            route: Route::Direct,
+            reasons: vec![GateReason::NothingToPlan],
             features,
         };
     }

@@ -211,3 +211,18 @@ fn a_record_keeps_every_source() {
         Some("lookup")
     );
 }
+
+#[test]
+fn a_goal_with_no_tool_call_goes_direct_without_history_but_writes_still_plan() {
+    let t = GateThresholds::default();
+    let d = route(features(0, false, 1), &t);
+    assert_eq!(
+        (d.route, d.reasons),
+        (Route::Direct, vec![GateReason::NothingToPlan])
+    );
+    // A write, or several targets, plans even when no tool call is expected.
+    assert_eq!(route(features(0, true, 1), &t).route, Route::Plan);
+    assert_eq!(route(features(0, false, 2), &t).route, Route::Plan);
+    // One expected call with no history is not enough for the direct route.
+    assert_eq!(route(features(1, false, 1), &t).route, Route::Plan);
+}

@@ -185,3 +185,55 @@ pub async fn wait_events(
 pub fn count(events: &[Event], kind: &str) -> usize {
     events.iter().filter(|e| e.kind == kind).count()
 }
+
+/// A simulator serving a scenario file (tools slowed as asked), and the settings that point a
+/// child `cairn serve` at it: [`FAST_LEASES`], the simulated model, and a tools file listing
+/// the scenario's tools.
+pub struct SimStack {
+    pub sim: cairn::sim::SimServer,
+    tools_file: String,
+    _dir: tempfile::TempDir,
+}
+
+impl SimStack {
+    /// `scenarios/<file>` with `latency_ms` on every tool `slow` names.
+    pub async fn start(file: &str, slow: &[&str], latency_ms: u64) -> SimStack {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("scenarios")
+            .join(file);
+        let mut scenario = cairn::sim::Scenario::load(&path).expect("scenario");
+        for tool in scenario
+            .tools
+            .iter_mut()
+            .filter(|t| slow.contains(&t.name.as_str()))
+        {
+            tool.latency_ms = Some(latency_ms);
+        }
+        let sim = cairn::sim::SimServer::start(scenario, "127.0.0.1:0".parse().expect("addr"))
+            .await
+            .expect("simulator");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tools_file = dir.path().join("tools.json");
+        let specs: Vec<_> = sim.registry().specs().cloned().collect();
+        std::fs::write(
+            &tools_file,
+            serde_json::json!({ "tools": specs }).to_string(),
+        )
+        .expect("tools file");
+        SimStack {
+            sim,
+            tools_file: tools_file.display().to_string(),
+            _dir: dir,
+        }
+    }
+
+    pub fn env(&self) -> Vec<(&str, &str)> {
+        let mut env: Vec<(&str, &str)> = FAST_LEASES.to_vec();
+        env.extend([
+            ("CAIRN_LLM_DEFAULT_BASE_URL", self.sim.base_url()),
+            ("CAIRN_LLM_DEFAULT_MODEL", "cairn-sim"),
+            ("CAIRN_TOOLS_FILE", self.tools_file.as_str()),
+        ]);
+        env
+    }
+}
