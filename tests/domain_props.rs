@@ -409,8 +409,13 @@ proptest! {
             // Proposals come from a tiny pool, so repeats are common.
             let mut escalations = 0;
             for p in proposals {
-                match history.propose(&milestone, level, Fingerprint(format!("{p}")), &limits) {
-                    ProposalVerdict::Accept => break,
+                let proposal = Fingerprint(format!("{p}"));
+                match history.propose(&milestone, level, proposal.clone(), &limits) {
+                    ProposalVerdict::Accept => {
+                        // It ran and failed (a wrong result): proposing it again is thrash.
+                        history.failed(&milestone, [proposal]);
+                        break;
+                    }
                     ProposalVerdict::Escalate { to } => {
                         prop_assert!(to > level);
                         level = to;
@@ -420,6 +425,9 @@ proptest! {
                 }
             }
             prop_assert!(escalations <= 2);
+            if level == RepairLevel::ReplanStrategy {
+                history.begin_replan_strategy(None);
+            }
             for level in RepairLevel::ALL {
                 let limit = match level {
                     RepairLevel::RetryStep => limits.retry_step,
@@ -428,6 +436,37 @@ proptest! {
                 };
                 prop_assert!(history.attempts(&milestone, level) <= limit);
             }
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn transient_retries_are_bounded_per_call_and_never_close_a_rung(
+        calls in proptest::collection::vec((0usize..3, 0usize..3), 1..40),
+        retries in 0u32..4,
+    ) {
+        use cairn::domain::repair::*;
+        let limits = RepairLimits { transient_retries: retries, ..RepairLimits::default() };
+        let mut history = RepairHistory::default();
+        for (milestone, call) in calls {
+            let milestone = format!("m{milestone}");
+            let call = format!("s{call}@g0");
+            match history.decide(&milestone, Fault::transient(call.as_str()), &limits) {
+                RepairDecision::RetrySame { retry, backoff_ms } => {
+                    prop_assert!(retry <= retries);
+                    prop_assert_eq!(backoff_ms, limits.backoff_ms(retry));
+                    prop_assert_eq!(history.retrying(&milestone, &call), retry);
+                }
+                RepairDecision::Attempt { level, reason } => {
+                    prop_assert_eq!(history.transient_retries(&milestone, &call), retries);
+                    prop_assert_eq!(reason, ReplanReason::ToolUnavailable);
+                    prop_assert_eq!(level, RepairLevel::ReplanMilestone);
+                }
+                RepairDecision::GiveUp { .. } => prop_assert!(false, "nothing was spent"),
+            }
+            prop_assert!(history.attempts(&milestone, RepairLevel::RetryStep) == 0);
+            prop_assert!(history.milestones.get(&milestone).is_none_or(|m| m.exhausted.is_empty()));
         }
     }
 }

@@ -60,15 +60,15 @@ async fn a_crash_mid_m4_resumes_without_repeating_side_effects() {
         .and_then(|s| s.parse().ok())
         .expect("id");
 
-    // m4's step lists: generation 1 first, 2 the L1 retry, 3 the L2 re-plan. Its first step
-    // done means the second is in flight.
+    // m4's step lists: generation 1 first, 2 the L2 re-plan (the L1 retry repeated the failed
+    // patch and was refused by fingerprint). Its first step done means the second is in flight.
     let before = wait_events(&store, id, "m4's first re-planned step", |events| {
-        events.iter().any(|e| is_step(e, "m4", 3, "m4.s1"))
+        events.iter().any(|e| is_step(e, "m4", 2, "m4.s1"))
     })
     .await;
     first.kill().await;
     assert!(
-        !before.iter().any(|e| is_step(e, "m4", 3, "m4.s2")),
+        !before.iter().any(|e| is_step(e, "m4", 2, "m4.s2")),
         "the kill must land before m4's last step is recorded"
     );
 
@@ -100,7 +100,7 @@ async fn a_crash_mid_m4_resumes_without_repeating_side_effects() {
     assert_eq!(
         events
             .iter()
-            .filter(|e| is_step(e, "m4", 3, "m4.s1"))
+            .filter(|e| is_step(e, "m4", 2, "m4.s1"))
             .count(),
         1
     );

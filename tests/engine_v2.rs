@@ -515,11 +515,11 @@ async fn every_repair_level_is_reached_and_a_repeated_fingerprint_escalates() {
         "args": {"path": "c/config.py", "find": "db.url", "replace": "db.dsn", "n": n}})
     };
     model.reply("tactical", "m2", 1, steps(vec![config_edit(1)]), 1_000);
-    // L1 may retry the same step once (a transient fault); proposing it yet again (other id,
-    // same tool and args) repeats a fingerprint and escalates to L2.
-    let mut same = config_edit(1);
+    // L1 with the error in context tries another fix; proposing that failed fix again (other
+    // id, same tool and args) repeats a failed fingerprint and escalates to L2 without running.
+    let mut same = config_edit(2);
     same["id"] = json!("retry");
-    model.reply("tactical", "m2", 2, steps(vec![same.clone()]), 1_000);
+    model.reply("tactical", "m2", 2, steps(vec![config_edit(2)]), 1_000);
     model.reply("tactical", "m2", 3, steps(vec![same]), 1_000);
     model.reply("tactical", "m2", 4, steps(vec![config_edit(4)]), 1_000);
     model.reply("tactical", "m2", 5, steps(vec![config_edit(5)]), 1_000);

@@ -88,14 +88,27 @@ fn raising_is_refused_while_the_latest_evaluation_shows_a_regression() {
 }
 
 #[test]
-fn the_committed_default_report_blocks_a_raise() {
+fn the_committed_default_report_blocks_a_raise_only_for_the_knowledge_questions() {
+    // Transient faults are retried unchanged at L1, so uncertain-timeout-query is solved; what
+    // is left are the five knowledge questions the gate plans for want of direct history
+    // (docs/evaluation.md).
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/suites/default/report/report.json"
     );
-    let regressions =
+    let mut regressions =
         cairn::engine::rollout::v2_regressions(std::path::Path::new(path)).expect("report");
-    assert!(!regressions.is_empty());
+    regressions.sort();
+    assert_eq!(
+        regressions,
+        [
+            "simple-capital",
+            "simple-convert-km",
+            "simple-extract-field",
+            "simple-rewrite",
+            "simple-sentiment"
+        ]
+    );
     let rollout = Rollout::new(10, Some(path.into()));
     assert!(matches!(
         rollout.set(20),

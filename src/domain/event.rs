@@ -92,9 +92,16 @@ pub mod kinds {
     /// `{milestone, decision, reason, replan_reason, executor_failure}` when a milestone
     /// fails: the monitor's verdict.
     pub const MONITOR_DECIDED: &str = "monitor.decided";
-    /// `{milestone, level, reason, detail, step, escalated_from, budget_pressure,
-    /// caused_by_seq}`: a rung of the repair ladder was taken.
+    /// `{milestone, level, class, reason, detail, step, escalated_from, budget_pressure,
+    /// caused_by_seq, dependency?, blocked?}` (a transient fault's unchanged retry adds
+    /// `unchanged, retry, backoff_ms`): a rung of the repair ladder was taken.
     pub const REPAIR_STARTED: &str = "repair.started";
+    /// `{milestone, dependency, reason}`: a milestone cannot run because a milestone it
+    /// depends on failed (`reason` is `dependency_failed`).
+    pub const MILESTONE_BLOCKED: &str = "milestone.blocked";
+    /// `{milestone, step, text, source}`: a constraint the plan did not know was raised (a
+    /// `new_constraint` replan trigger).
+    pub const CONSTRAINT_RAISED: &str = "plan.constraint_raised";
     /// `{verified, reason, attempt, evidence}`: the goal-level verifier's verdict.
     pub const VERIFIER_DECIDED: &str = "verifier.decided";
     /// `{round, steps, done}`: one model round of the direct act loop.
@@ -114,7 +121,7 @@ pub mod kinds {
     pub const V1_LIST: &str = "v1.list";
 
     /// Every kind above.
-    pub const ALL: [&str; 30] = [
+    pub const ALL: [&str; 32] = [
         TASK_CREATED,
         TASK_CLAIMED,
         TASK_RELEASED,
@@ -137,6 +144,8 @@ pub mod kinds {
         EXECUTOR_DRIFT,
         MONITOR_DECIDED,
         REPAIR_STARTED,
+        MILESTONE_BLOCKED,
+        CONSTRAINT_RAISED,
         VERIFIER_DECIDED,
         DIRECT_ROUND,
         LEDGER_ALLOCATE,

@@ -11,7 +11,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
-use super::plan::{Plan, Step};
+use super::plan::{MilestoneStatus, Plan, Step};
 
 /// A lowercase hex SHA-256 of a normalized proposal.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema)]
@@ -39,7 +39,9 @@ pub fn of_steps(steps: &[Step]) -> Fingerprint {
 }
 
 /// The fingerprint of a strategic plan (for L3 proposals): each milestone's id, dependencies
-/// (sorted), effort, tools (sorted) and check, in plan order. Titles and prose are left out.
+/// (sorted), effort, tools (sorted), check and whether it is done, in plan order. Titles and
+/// prose are left out. The done flags make a plan a proposal from a starting point: the same
+/// milestones again after more of them passed is a new situation, not a repeat.
 pub fn of_plan(plan: &Plan) -> Fingerprint {
     let mut text = String::from("plan:");
     for m in &plan.milestones {
@@ -48,7 +50,8 @@ pub fn of_plan(plan: &Plan) -> Fingerprint {
         let mut tools = m.tools.clone();
         tools.sort();
         let accept = serde_json::to_value(&m.accept).unwrap_or(Value::Null);
-        let item = serde_json::json!([m.id.trim(), deps, m.effort, tools, accept]);
+        let done = m.status == MilestoneStatus::Done;
+        let item = serde_json::json!([m.id.trim(), deps, m.effort, tools, accept, done]);
         text.push_str(&canonical_json(&item));
         text.push(';');
     }
@@ -179,5 +182,8 @@ mod tests {
             of_plan(&p("Patch A", json!(["m1"]))),
             of_plan(&p("Patch A", json!([])))
         );
+        let mut progressed = p("Patch A", json!(["m1"]));
+        progressed.milestones[0].status = MilestoneStatus::Done;
+        assert_ne!(of_plan(&progressed), of_plan(&p("Patch A", json!(["m1"]))));
     }
 }

@@ -1,25 +1,28 @@
 //! The repair ladder: local repair before global replanning, as a pure state machine.
 //!
 //! When a milestone fails, v1 replans everything. Here repair escalates through three levels and
-//! stops at the first that works: L1 retries the step with the error in context, L2 re-plans the
-//! milestone's steps, L3 re-plans the strategy (keeping finished work). Two guards stop repair
-//! loops: each level has an attempt limit, and every proposal is fingerprinted; a proposal the
-//! ladder has already seen escalates instead of being tried again, and the level that repeated
-//! itself is considered exhausted for that milestone (so the ladder never climbs back down into
-//! it).
+//! stops at the first that works: L1 retries the step, L2 re-plans the milestone's steps, L3
+//! re-plans the strategy (keeping finished work). The failure's class decides the lowest rung
+//! ([`FailureClass`]): a transient fault (timeout, 5xx, 429, reset) is retried unchanged, with
+//! backoff, a bounded number of times, and that is not thrash; a wrong result starts at L1 with
+//! the error in context (the first seed: "when the fix is obvious"); an impossible milestone or
+//! a wrong assumption starts at L3. The reason ([`ReplanReason`]) can raise the rung further
+//! (a tool that stays unavailable, budget pressure: L2).
 //!
-//! The engine drives it in three moves: [`RepairHistory::decide`] on a failure gives the level
-//! to try (or give up); the engine asks the planner for a proposal at that level and passes its
-//! fingerprint to [`RepairHistory::propose`], which accepts it (counting the attempt), escalates,
-//! or gives up. The history is plain data, so it is checkpointed with the task and survives a
-//! resume.
-
-use std::collections::{BTreeMap, BTreeSet};
+//! Two guards stop repair loops: each level has an attempt limit, and every proposal is
+//! fingerprinted. A proposal whose fingerprint already failed for a non-transient reason
+//! escalates instead of being tried again, at every level including L3, and the level that
+//! repeated itself is closed for that milestone (the ladder never climbs back down into it).
+//!
+//! The engine drives it in these moves: [`RepairHistory::decide`] on a failure gives the rung
+//! (retry unchanged, a level to ask a proposal for, or give up); [`RepairHistory::failed`]
+//! records what failed; [`RepairHistory::propose`] (L1/L2) and [`RepairHistory::propose_plan`]
+//! (L3) judge a proposal's fingerprint. Replan triggers are data too: a constraint from any
+//! source goes through [`RepairHistory::raise`]. The history is plain data, so it is
+//! checkpointed with the task and survives a resume.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
-
-use super::fingerprint::Fingerprint;
 
 /// The rungs of the ladder, lowest first.
 #[derive(
@@ -51,7 +54,8 @@ impl RepairLevel {
         Self::ALL.into_iter().find(|l| l.as_str() == text)
     }
 
-    fn above(self) -> impl Iterator<Item = RepairLevel> {
+    /// The levels above this one, lowest first.
+    pub fn above(self) -> impl Iterator<Item = RepairLevel> {
         Self::ALL.into_iter().filter(move |l| *l > self)
     }
 }
@@ -120,10 +124,11 @@ impl ReplanReason {
         Self::ALL.into_iter().find(|r| r.as_str() == text)
     }
 
-    /// The lowest rung that can address this reason. A step error or a failed check may be a
-    /// typo or a transient fault (retry); a missing tool or budget pressure needs different steps
-    /// (retrying the same approach would spend the rest); a failed dependency, a new constraint
-    /// or an unmet goal means the milestones themselves are wrong.
+    /// The lowest rung that can address this reason. A step error or a failed check may have an
+    /// obvious fix (retry with the error in context); a tool that stayed unavailable through its
+    /// transient retries, or budget pressure, needs different steps (retrying the same approach
+    /// would spend the rest); a failed dependency, a new constraint or an unmet goal means the
+    /// milestones themselves are wrong.
     pub fn lowest_level(self) -> RepairLevel {
         match self {
             ReplanReason::UnexpectedObservation | ReplanReason::CheckFailed => {
@@ -137,14 +142,108 @@ impl ReplanReason {
             | ReplanReason::PlanExhaustedButGoalUnmet => RepairLevel::ReplanStrategy,
         }
     }
+
+    /// The class of a failure with this reason. A transient fault is classed by the port that
+    /// saw it (the failure's kind), never from a reason.
+    pub fn class(self) -> FailureClass {
+        match self {
+            ReplanReason::DependencyFailed
+            | ReplanReason::NewConstraint
+            | ReplanReason::PlanExhaustedButGoalUnmet => FailureClass::Impossible,
+            _ => FailureClass::WrongResult,
+        }
+    }
 }
 
-/// Attempts allowed per level: L1 and L2 per milestone, L3 per task.
+/// What kind of failure it is; it decides the lowest rung of the ladder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    /// Repeating the same call may succeed: a timeout, HTTP 5xx or 429, a reset connection.
+    Transient,
+    /// The call or the steps produced the wrong thing: a tool's own error, a failed check.
+    WrongResult,
+    /// The milestone cannot be done as planned: a failed dependency, a new constraint, an
+    /// unmet goal after every milestone passed.
+    Impossible,
+}
+
+impl FailureClass {
+    pub const ALL: [FailureClass; 3] = [
+        FailureClass::Transient,
+        FailureClass::WrongResult,
+        FailureClass::Impossible,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::Transient => "transient",
+            FailureClass::WrongResult => "wrong_result",
+            FailureClass::Impossible => "impossible",
+        }
+    }
+
+    /// The lowest rung for the class: L1 (a transient fault unchanged, a wrong result with the
+    /// error in context) or L3.
+    pub fn lowest_level(self) -> RepairLevel {
+        match self {
+            FailureClass::Transient | FailureClass::WrongResult => RepairLevel::RetryStep,
+            FailureClass::Impossible => RepairLevel::ReplanStrategy,
+        }
+    }
+}
+
+/// A failure as the ladder sees it: its class, its reason, and for a transient fault the
+/// identity of the call that failed (its retries are counted per call).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Fault {
+    pub class: FailureClass,
+    pub reason: ReplanReason,
+    /// The failed call's identity (milestone-local: step id and step-list generation).
+    pub call: Option<String>,
+}
+
+impl Fault {
+    /// A transient fault of the call `call` (its reason is the observation it made).
+    pub fn transient(call: impl Into<String>) -> Fault {
+        Fault {
+            class: FailureClass::Transient,
+            reason: ReplanReason::UnexpectedObservation,
+            call: Some(call.into()),
+        }
+    }
+
+    /// The lowest rung: the higher of the class's and the reason's.
+    pub fn lowest_level(&self) -> RepairLevel {
+        match self.class {
+            FailureClass::Transient => RepairLevel::RetryStep,
+            class => class.lowest_level().max(self.reason.lowest_level()),
+        }
+    }
+}
+
+impl From<ReplanReason> for Fault {
+    fn from(reason: ReplanReason) -> Fault {
+        Fault {
+            class: reason.class(),
+            reason,
+            call: None,
+        }
+    }
+}
+
+/// Attempts allowed per level: L1 and L2 per milestone, L3 per task; and the unchanged retries
+/// of a transient fault, per call, with their backoff.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RepairLimits {
     pub retry_step: u32,
     pub replan_milestone: u32,
     pub replan_strategy: u32,
+    /// Unchanged retries of one call after a transient fault (they are not L1 proposals and
+    /// do not use up `retry_step`).
+    pub transient_retries: u32,
+    /// The first transient retry's delay; each further one doubles it.
+    pub transient_backoff_ms: u64,
 }
 
 impl Default for RepairLimits {
@@ -153,6 +252,8 @@ impl Default for RepairLimits {
             retry_step: 2,
             replan_milestone: 2,
             replan_strategy: 1,
+            transient_retries: 2,
+            transient_backoff_ms: 200,
         }
     }
 }
@@ -165,36 +266,21 @@ impl RepairLimits {
             RepairLevel::ReplanStrategy => self.replan_strategy,
         }
     }
-}
 
-/// One milestone's repair record.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
-pub struct MilestoneRepairs {
-    pub retry_step: u32,
-    pub replan_milestone: u32,
-    /// Levels closed for this milestone because they repeated a proposal.
-    pub exhausted: BTreeSet<RepairLevel>,
-    /// Fingerprints of L1 proposals. An identical retry is allowed once (transient faults), not
-    /// twice.
-    pub retried: BTreeSet<Fingerprint>,
-    /// Fingerprints of every step list executed for this milestone (the first tactical list and
-    /// every accepted repair); an L2 proposal matching one of them escalates.
-    pub executed: BTreeSet<Fingerprint>,
-}
-
-/// The task's repair record: per-milestone L1/L2 and task-wide L3.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
-pub struct RepairHistory {
-    pub milestones: BTreeMap<String, MilestoneRepairs>,
-    pub replan_strategy: u32,
-    /// Fingerprints of every plan version (see [`super::fingerprint::of_plan`]).
-    pub plans: BTreeSet<Fingerprint>,
+    /// The delay before transient retry `retry` (from 1): base, 2 x base, 4 x base, ...
+    pub fn backoff_ms(&self, retry: u32) -> u64 {
+        let doublings = retry.saturating_sub(1).min(16);
+        self.transient_backoff_ms.saturating_mul(1u64 << doublings)
+    }
 }
 
 /// What to do about a failure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum RepairDecision {
+    /// A transient fault: run the same call again, unchanged, after `backoff_ms` (an L1 rung
+    /// that asks no planner). `retry` counts this call's transient retries from 1.
+    RetrySame { retry: u32, backoff_ms: u64 },
     /// Ask for a proposal at this level.
     Attempt {
         level: RepairLevel,
@@ -210,109 +296,17 @@ pub enum RepairDecision {
 pub enum ProposalVerdict {
     /// New: execute it (the attempt is counted).
     Accept,
-    /// Seen before: ask for a proposal at this higher level instead.
+    /// It already failed: ask for a proposal at this higher level instead.
     Escalate { to: RepairLevel },
-    /// Seen before and nothing above is left.
+    /// It already failed and nothing above is left.
     GiveUp,
 }
 
-impl RepairHistory {
-    /// Records the first tactical step list of a milestone, so that an L2 proposal repeating it
-    /// escalates.
-    pub fn record_steps(&mut self, milestone: &str, fingerprint: Fingerprint) {
-        self.entry(milestone).executed.insert(fingerprint);
-    }
-
-    /// Records a plan version (the initial plan, or one written outside the ladder).
-    pub fn record_plan(&mut self, fingerprint: Fingerprint) {
-        self.plans.insert(fingerprint);
-    }
-
-    /// The lowest level at or above the reason's lowest rung that still has attempts left.
-    pub fn decide(
-        &self,
-        milestone: &str,
-        reason: ReplanReason,
-        limits: &RepairLimits,
-    ) -> RepairDecision {
-        let from = reason.lowest_level();
-        match RepairLevel::ALL
-            .into_iter()
-            .filter(|l| *l >= from)
-            .find(|l| self.available(milestone, *l, limits))
-        {
-            Some(level) => RepairDecision::Attempt { level, reason },
-            None => RepairDecision::GiveUp { reason },
-        }
-    }
-
-    /// Judges a proposal at `level`. A new one is accepted and counted; a repeated one closes
-    /// `level` for this milestone and escalates to the next level with attempts left.
-    pub fn propose(
-        &mut self,
-        milestone: &str,
-        level: RepairLevel,
-        fingerprint: Fingerprint,
-        limits: &RepairLimits,
-    ) -> ProposalVerdict {
-        let repeated = match level {
-            RepairLevel::RetryStep => self.entry(milestone).retried.contains(&fingerprint),
-            RepairLevel::ReplanMilestone => self.entry(milestone).executed.contains(&fingerprint),
-            RepairLevel::ReplanStrategy => self.plans.contains(&fingerprint),
-        };
-        if !repeated && self.available(milestone, level, limits) {
-            let entry = self.entry(milestone);
-            match level {
-                RepairLevel::RetryStep => {
-                    entry.retry_step += 1;
-                    entry.retried.insert(fingerprint.clone());
-                    entry.executed.insert(fingerprint);
-                }
-                RepairLevel::ReplanMilestone => {
-                    entry.replan_milestone += 1;
-                    entry.executed.insert(fingerprint);
-                }
-                RepairLevel::ReplanStrategy => {
-                    self.replan_strategy += 1;
-                    self.plans.insert(fingerprint);
-                }
-            }
-            return ProposalVerdict::Accept;
-        }
-        if repeated && level != RepairLevel::ReplanStrategy {
-            self.entry(milestone).exhausted.insert(level);
-        }
-        match level
-            .above()
-            .find(|l| self.available(milestone, *l, limits))
-        {
-            Some(to) => ProposalVerdict::Escalate { to },
-            None => ProposalVerdict::GiveUp,
-        }
-    }
-
-    /// Attempts used at `level` (L3 counts task-wide).
-    pub fn attempts(&self, milestone: &str, level: RepairLevel) -> u32 {
-        let entry = self.milestones.get(milestone);
-        match level {
-            RepairLevel::RetryStep => entry.map_or(0, |e| e.retry_step),
-            RepairLevel::ReplanMilestone => entry.map_or(0, |e| e.replan_milestone),
-            RepairLevel::ReplanStrategy => self.replan_strategy,
-        }
-    }
-
-    fn available(&self, milestone: &str, level: RepairLevel, limits: &RepairLimits) -> bool {
-        let closed = self
-            .milestones
-            .get(milestone)
-            .is_some_and(|e| e.exhausted.contains(&level));
-        !closed && self.attempts(milestone, level) < limits.of(level)
-    }
-
-    fn entry(&mut self, milestone: &str) -> &mut MilestoneRepairs {
-        self.milestones.entry(milestone.to_string()).or_default()
-    }
-}
+#[path = "repair_history.rs"]
+mod history;
+pub use history::{
+    Constraint, ConstraintSource, MilestoneRepairs, RepairHistory, blocked_by, normalize,
+};
 
 #[cfg(test)]
 #[path = "repair_tests.rs"]

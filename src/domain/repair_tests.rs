@@ -1,6 +1,9 @@
-//! Unit tests of the repair ladder: every path through decide and propose.
+//! Unit tests of the repair ladder: failure classes pick the rung, transient faults retry
+//! unchanged within their bound, fingerprints of failed proposals escalate at every level, and
+//! replan triggers (dependency failed, new constraint) are data.
 
 use super::*;
+use crate::domain::fingerprint::Fingerprint;
 use RepairLevel::*;
 
 fn fp(name: &str) -> Fingerprint {
@@ -15,8 +18,8 @@ fn attempt(level: RepairLevel, reason: ReplanReason) -> RepairDecision {
 fn the_seed_path_tries_l1_before_l2() {
     let limits = RepairLimits::default();
     let mut h = RepairHistory::default();
-    h.record_steps("m4", fp("initial"));
-    // Check fails: retry the step (twice at most), then re-plan the milestone.
+    h.failed("m4", [fp("initial")]);
+    // Check fails: retry the step with the error in context (twice at most), then L2.
     for (i, proposal) in ["retry-1", "retry-2"].into_iter().enumerate() {
         assert_eq!(
             h.decide("m4", ReplanReason::CheckFailed, &limits),
@@ -27,6 +30,7 @@ fn the_seed_path_tries_l1_before_l2() {
             h.propose("m4", RetryStep, fp(proposal), &limits),
             ProposalVerdict::Accept
         );
+        h.failed("m4", [fp(proposal)]);
     }
     assert_eq!(h.attempts("m4", RetryStep), 2);
     assert_eq!(
@@ -55,6 +59,10 @@ fn the_full_ladder_ends_in_giving_up() {
         match h.decide("m1", reason, &limits) {
             RepairDecision::Attempt { level, .. } => {
                 levels.push(level);
+                if level == ReplanStrategy {
+                    h.begin_replan_strategy(Some(fp("plan")));
+                    continue;
+                }
                 assert_eq!(
                     h.propose("m1", level, fp(&format!("p{i}")), &limits),
                     ProposalVerdict::Accept
@@ -64,8 +72,10 @@ fn the_full_ladder_ends_in_giving_up() {
                 assert_eq!(r, reason);
                 break;
             }
+            RepairDecision::RetrySame { .. } => panic!("a wrong result is never retried unchanged"),
         }
     }
+    // The new strategy gets fresh local rungs (L3 is spent for the task), then gives up.
     assert_eq!(
         levels,
         vec![
@@ -73,29 +83,28 @@ fn the_full_ladder_ends_in_giving_up() {
             RetryStep,
             ReplanMilestone,
             ReplanMilestone,
-            ReplanStrategy
+            ReplanStrategy,
+            RetryStep,
+            RetryStep,
+            ReplanMilestone,
+            ReplanMilestone
         ]
     );
 }
 
 #[test]
-fn an_identical_retry_is_allowed_once_then_escalates() {
+fn a_retry_that_repeats_a_failed_proposal_escalates_at_once() {
     let limits = RepairLimits::default();
     let mut h = RepairHistory::default();
-    h.record_steps("m1", fp("list"));
-    // A timeout: the same step again is a fair retry.
-    assert_eq!(
-        h.propose("m1", RetryStep, fp("list"), &limits),
-        ProposalVerdict::Accept
-    );
-    // The same again: escalate, and L1 is closed for this milestone although one attempt is left.
+    h.failed("m1", [fp("list")]);
+    // The same steps after a wrong result: thrash, so L1 closes although attempts are left.
     assert_eq!(
         h.propose("m1", RetryStep, fp("list"), &limits),
         ProposalVerdict::Escalate {
             to: ReplanMilestone
         }
     );
-    assert_eq!(h.attempts("m1", RetryStep), 1);
+    assert_eq!(h.attempts("m1", RetryStep), 0);
     assert_eq!(
         h.decide("m1", ReplanReason::CheckFailed, &limits),
         attempt(ReplanMilestone, ReplanReason::CheckFailed)
@@ -103,29 +112,29 @@ fn an_identical_retry_is_allowed_once_then_escalates() {
 }
 
 #[test]
-fn a_replan_that_repeats_executed_steps_escalates() {
+fn a_replan_oscillating_between_failed_lists_escalates() {
     let limits = RepairLimits::default();
     let mut h = RepairHistory::default();
-    h.record_steps("m2", fp("first"));
+    h.failed("m2", [fp("a")]);
     assert_eq!(
-        h.propose("m2", RetryStep, fp("retry"), &limits),
+        h.propose("m2", ReplanMilestone, fp("b"), &limits),
         ProposalVerdict::Accept
     );
-    // L2 proposing the original list, or the retried one, is not new.
+    h.failed("m2", [fp("b")]);
+    // Back to the first failed list: escalate past L2 to L3.
     assert_eq!(
-        h.propose("m2", ReplanMilestone, fp("first"), &limits),
+        h.propose("m2", ReplanMilestone, fp("a"), &limits),
         ProposalVerdict::Escalate { to: ReplanStrategy }
     );
-    assert_eq!(h.attempts("m2", ReplanMilestone), 0);
+    assert_eq!(h.attempts("m2", ReplanMilestone), 1);
+    // A list executed but not failed (it passed, or failed only transiently) is no repeat.
     assert_eq!(
-        h.decide("m2", ReplanReason::CheckFailed, &limits),
-        attempt(RetryStep, ReplanReason::CheckFailed)
-    );
-    assert_eq!(
-        h.propose("m2", RetryStep, fp("retry-b"), &limits),
+        h.propose("m3", ReplanMilestone, fp("a"), &limits),
         ProposalVerdict::Accept
     );
-    // L1 used up, L2 closed: straight to L3.
+    // L1 used up and L2 closed: straight to L3.
+    h.propose("m2", RetryStep, fp("r1"), &limits);
+    h.propose("m2", RetryStep, fp("r2"), &limits);
     assert_eq!(
         h.decide("m2", ReplanReason::CheckFailed, &limits),
         attempt(ReplanStrategy, ReplanReason::CheckFailed)
@@ -133,34 +142,31 @@ fn a_replan_that_repeats_executed_steps_escalates() {
 }
 
 #[test]
-fn a_repeated_strategy_gives_up() {
+fn a_strategy_identical_to_a_failed_one_gives_up() {
     let limits = RepairLimits::default();
     let mut h = RepairHistory::default();
-    h.record_plan(fp("plan-v1"));
     assert_eq!(
         h.decide("m3", ReplanReason::DependencyFailed, &limits),
         attempt(ReplanStrategy, ReplanReason::DependencyFailed)
     );
+    h.begin_replan_strategy(Some(fp("plan-v1")));
+    assert_eq!(h.replan_strategy, 1);
+    assert_eq!(h.propose_plan(&fp("plan-v1")), ProposalVerdict::GiveUp);
     assert_eq!(
         h.propose("m3", ReplanStrategy, fp("plan-v1"), &limits),
         ProposalVerdict::GiveUp
     );
-    assert_eq!(h.replan_strategy, 0);
-    assert_eq!(
-        h.propose("m3", ReplanStrategy, fp("plan-v2"), &limits),
-        ProposalVerdict::Accept
-    );
-    assert_eq!(h.replan_strategy, 1);
+    assert_eq!(h.propose_plan(&fp("plan-v2")), ProposalVerdict::Accept);
+    // An L3 for a new constraint records no failed plan.
+    h.begin_replan_strategy(None);
+    assert_eq!(h.failed_plans.len(), 1);
 }
 
 #[test]
 fn strategy_replans_are_counted_per_task() {
     let limits = RepairLimits::default();
     let mut h = RepairHistory::default();
-    assert_eq!(
-        h.propose("m2", ReplanStrategy, fp("v2"), &limits),
-        ProposalVerdict::Accept
-    );
+    h.begin_replan_strategy(Some(fp("v1")));
     assert_eq!(
         h.decide("m3", ReplanReason::NewConstraint, &limits),
         RepairDecision::GiveUp {
@@ -181,23 +187,37 @@ fn strategy_replans_are_counted_per_task() {
 }
 
 #[test]
-fn reasons_start_at_their_lowest_useful_level() {
+fn classes_and_reasons_start_at_their_lowest_useful_level() {
     let limits = RepairLimits::default();
     let h = RepairHistory::default();
-    let level = |r| match h.decide("m", r, &limits) {
+    let level = |f: Fault| match h.decide("m", f, &limits) {
         RepairDecision::Attempt { level, .. } => level,
-        RepairDecision::GiveUp { .. } => panic!("fresh history gives up"),
+        other => panic!("fresh history: {other:?}"),
     };
-    assert_eq!(level(ReplanReason::UnexpectedObservation), RetryStep);
-    assert_eq!(level(ReplanReason::CheckFailed), RetryStep);
-    assert_eq!(level(ReplanReason::ToolUnavailable), ReplanMilestone);
-    assert_eq!(level(ReplanReason::BudgetPressure), ReplanMilestone);
-    assert_eq!(level(ReplanReason::DependencyFailed), ReplanStrategy);
-    assert_eq!(level(ReplanReason::NewConstraint), ReplanStrategy);
+    assert_eq!(level(ReplanReason::UnexpectedObservation.into()), RetryStep);
+    assert_eq!(level(ReplanReason::CheckFailed.into()), RetryStep);
+    assert_eq!(level(ReplanReason::ToolUnavailable.into()), ReplanMilestone);
+    assert_eq!(level(ReplanReason::BudgetPressure.into()), ReplanMilestone);
+    assert_eq!(level(ReplanReason::DependencyFailed.into()), ReplanStrategy);
+    assert_eq!(level(ReplanReason::NewConstraint.into()), ReplanStrategy);
     assert_eq!(
-        level(ReplanReason::PlanExhaustedButGoalUnmet),
+        level(ReplanReason::PlanExhaustedButGoalUnmet.into()),
         ReplanStrategy
     );
+    // The class can raise the rung: an impossible check failure goes to L3.
+    let impossible = Fault {
+        class: FailureClass::Impossible,
+        reason: ReplanReason::CheckFailed,
+        call: None,
+    };
+    assert_eq!(level(impossible), ReplanStrategy);
+    for reason in ReplanReason::ALL {
+        assert_ne!(reason.class(), FailureClass::Transient, "{reason:?}");
+        let fault = Fault::from(reason);
+        assert!(fault.lowest_level() >= reason.class().lowest_level());
+    }
+    assert_eq!(FailureClass::Transient.lowest_level(), RetryStep);
+    assert_eq!(FailureClass::WrongResult.lowest_level(), RetryStep);
 }
 
 #[test]
@@ -206,6 +226,7 @@ fn zero_limits_and_over_limit_proposals() {
         retry_step: 0,
         replan_milestone: 0,
         replan_strategy: 0,
+        ..RepairLimits::default()
     };
     let mut h = RepairHistory::default();
     assert_eq!(
@@ -241,12 +262,23 @@ fn names_and_serde_round_trip() {
     for l in RepairLevel::ALL {
         assert_eq!(serde_json::to_value(l).unwrap(), l.as_str());
     }
+    for c in FailureClass::ALL {
+        assert_eq!(serde_json::to_value(c).unwrap(), c.as_str());
+    }
     let mut h = RepairHistory::default();
-    h.record_steps("m1", fp("a"));
+    h.failed("m1", [fp("a")]);
+    h.retrying("m1", "s1@g0");
     h.propose("m1", RetryStep, fp("a"), &RepairLimits::default());
-    h.propose("m1", RetryStep, fp("a"), &RepairLimits::default());
+    h.begin_replan_strategy(Some(fp("p")));
     let back: RepairHistory = serde_json::from_value(serde_json::to_value(&h).unwrap()).unwrap();
     assert_eq!(back, h);
+    // A checkpoint written before transient retries and failed fingerprints still reads.
+    let old: RepairHistory = serde_json::from_value(serde_json::json!({
+        "milestones": {"m1": {"retry_step": 1, "replan_milestone": 0, "exhausted": [],
+                              "retried": ["x"], "executed": ["x"]}},
+        "replan_strategy": 0, "plans": ["y"]}))
+    .unwrap();
+    assert_eq!(old.attempts("m1", RetryStep), 1);
     assert_eq!(
         serde_json::to_value(attempt(RetryStep, ReplanReason::CheckFailed)).unwrap(),
         serde_json::json!({"action": "attempt", "level": "retry_step", "reason": "check_failed"})

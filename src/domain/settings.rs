@@ -16,6 +16,11 @@ pub struct EngineSettings {
     pub max_retry_step: u32,
     pub max_replan_milestone: u32,
     pub max_replan_strategy: u32,
+    /// Unchanged retries of one tool call after a transient fault (timeout, 5xx, 429, reset),
+    /// before the tool counts as unavailable; they are L1 rungs that ask no planner.
+    pub max_transient_retries: u32,
+    /// Delay before the first transient retry; each further one doubles it.
+    pub transient_backoff_ms: u64,
     /// Re-asks after an invalid plan or step list.
     pub max_reasks: u32,
     /// Milestones of one task running at once.
@@ -41,6 +46,8 @@ impl Default for EngineSettings {
             max_retry_step: 2,
             max_replan_milestone: 2,
             max_replan_strategy: 1,
+            max_transient_retries: 2,
+            transient_backoff_ms: 200,
             max_reasks: 2,
             max_parallel: 4,
             direct_max_tool_calls: 3,

@@ -23,6 +23,7 @@ pub const DIRECT: &str = "direct";
 pub fn tools() -> Vec<SimTool> {
     vec![
         SimTool {
+            timeout_ms: None,
             name: "lookup".into(),
             description: "Look something up by a query (simulated: answers with a fixed finding). \
                           Produces the artifact `findings`."
@@ -42,6 +43,7 @@ pub fn tools() -> Vec<SimTool> {
             )],
         },
         SimTool {
+            timeout_ms: None,
             name: "write_note".into(),
             description: "Write a note with a title and a text (simulated side effect: nothing \
                           is written anywhere). Produces the artifact `note`."

@@ -157,6 +157,10 @@ pub struct SimTool {
     pub idempotent: bool,
     #[serde(default)]
     pub latency_ms: Option<u64>,
+    /// The registered tool's `timeout_ms` (default 30,000): a `hang` fault longer than it is a
+    /// client-side timeout.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
     /// Evaluated in order; the first whose conditions hold answers. None: `{"output": {"ok": true}}`.
     #[serde(default)]
     pub rules: Vec<ToolRule>,

@@ -14,7 +14,7 @@ use super::ports::{
     ToolReply, ToolSpec,
 };
 use crate::llm::{self, ChatMessage, ChatRequest, FailureClass, LlmClient, LlmError};
-use crate::tools::{self, ToolClient, ToolError, ToolFailure};
+use crate::tools::{self, ToolClient, ToolError};
 
 /// Models through the OpenAI-compatible client.
 pub struct LlmModels {
@@ -136,14 +136,13 @@ impl ToolPort for ClientTools {
                 error: Some(message),
             }),
             Err(error) => {
-                let kind = match error.failure() {
-                    // A receipt store still failing after its own retries is the database's
-                    // trouble, not the tool's: worth a retry, never a stale plan.
-                    ToolFailure::Timeout
-                    | ToolFailure::Transport
-                    | ToolFailure::ServerError
-                    | ToolFailure::Receipt => FailureKind::Transient,
-                    _ => FailureKind::Permanent,
+                // Timeout, reset, 5xx, 429, 408, and a receipt store still failing after its
+                // own retries (the database's trouble, not the tool's): the same call may
+                // succeed (an unchanged L1), never a stale plan.
+                let kind = if error.is_transient() {
+                    FailureKind::Transient
+                } else {
+                    FailureKind::Permanent
                 };
                 Err(PortError::new(kind, error.to_string()))
             }

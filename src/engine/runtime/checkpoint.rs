@@ -119,8 +119,8 @@ pub struct MilestoneRun {
     pub spend: Spend,
     /// Checks evaluated so far (part of each check call's idempotency key).
     pub check_runs: u32,
-    /// Set once a repair was started under budget pressure: the repaired step list then runs
-    /// to its end instead of being cut short by the pressure rule again.
+    /// Set once an L1/L2 repair (or any repair under budget pressure) was started: repaired step
+    /// lists then run to their end instead of being cut short by the pressure rule.
     #[serde(default)]
     pub pressured: bool,
     /// How the milestone ended (`passed`, `failed`, `over_budget`).

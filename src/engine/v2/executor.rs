@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::domain::event::kinds::{EXECUTOR_DRIFT, PLAN_STALE, STEP_FINISHED};
 use crate::domain::ledger::Unit;
 use crate::domain::plan::{Step, StepStatus};
-use crate::domain::repair::ReplanReason;
+use crate::domain::repair::{Constraint, ConstraintSource, ReplanReason};
 use crate::engine::Halt;
 use crate::engine::runtime::attempt::{Attempt, Called, brief};
 use crate::engine::runtime::checkpoint::{Failure, Record, Spend, TaskState};
@@ -32,6 +32,16 @@ pub enum StepOutcome {
     Failed {
         failure: Failure,
         fraction: f64,
+    },
+    /// A transient fault (timeout, 5xx, 429, reset); `call` counts its unchanged retries.
+    Transient {
+        failure: Failure,
+        call: String,
+        fraction: f64,
+    },
+    /// The step succeeded, raising a constraint the plan did not know (`new_constraint`).
+    Constrained {
+        failure: Failure,
     },
     /// The tool is gone (a permanent failure reaching it): the plan is stale, and retrying
     /// or re-planning within the milestone cannot help.
@@ -118,13 +128,22 @@ pub async fn run_next_step(cx: &Attempt, milestone_id: &str) -> Result<StepOutco
         spend: called.spend,
         answer: Answer::of(called),
     };
-    let (_, outcome) = cx.journal.record(|state| commit(state, &executed)).await?;
-    Ok(outcome)
+    let (applied, outcome) = cx.journal.record(|state| commit(state, &executed)).await?;
+    Ok(match outcome {
+        // The constraint's event is the commit's last: the L3 points at it.
+        StepOutcome::Constrained { failure } => StepOutcome::Constrained {
+            failure: Failure {
+                seq: Some(applied.last_seq),
+                ..failure
+            },
+        },
+        other => other,
+    })
 }
 
-/// A tool's answer as the executor judges it. A tool that answers with its own error is an
-/// observation; one that cannot be reached is unavailable (transient) or gone (permanent: the
-/// plan relying on it is stale).
+/// A tool's answer as the executor judges it. A tool that answers with its own error made a
+/// wrong-result observation; one that could not answer failed transiently (timeout, 5xx, 429,
+/// reset: the same call may succeed) or for good (gone: the plan relying on it is stale).
 struct Answer {
     ok: bool,
     error: Option<String>,
@@ -132,6 +151,9 @@ struct Answer {
     artifacts: BTreeMap<String, Value>,
     unreachable: Option<FailureKind>,
 }
+
+/// The typed field of a tool's output that reports a constraint (docs/tools.md).
+const CONSTRAINT_FIELD: &str = "constraint";
 
 impl Answer {
     fn of(called: Called) -> Answer {
@@ -155,6 +177,19 @@ impl Answer {
 
     fn stale(&self) -> bool {
         self.unreachable == Some(FailureKind::Permanent)
+    }
+
+    fn transient(&self) -> bool {
+        matches!(
+            self.unreachable,
+            Some(FailureKind::Transient | FailureKind::Unreachable)
+        )
+    }
+
+    /// The constraint a successful answer reports: `output.constraint`, a non-empty string.
+    fn constraint(&self) -> Option<&str> {
+        let text = self.output.get(CONSTRAINT_FIELD)?.as_str()?.trim();
+        (self.ok && !text.is_empty()).then_some(text)
     }
 }
 
@@ -210,9 +245,13 @@ fn commit(state: &mut TaskState, executed: &Executed<'_>) -> Result<(Record, Ste
         run.next_step += 1;
         StepOutcome::Done { fraction }
     } else {
-        failed(step, answer, fraction)
+        failed(step, answer, fraction, format!("{}@g{generation}", step.id))
     };
     push_events(&mut record, executed, generation);
+    let outcome = match answer.constraint() {
+        Some(text) => constrained(state, executed, text, &mut record).unwrap_or(outcome),
+        None => outcome,
+    };
     let outcome = match exhausted {
         Some(unit) => StepOutcome::Exhausted { unit },
         None => outcome,
@@ -241,10 +280,12 @@ fn keep_artifacts(
     }
 }
 
-/// A failed step: stale when its tool is gone, failed otherwise.
-fn failed(step: &Step, answer: &Answer, fraction: f64) -> StepOutcome {
+/// A failed step, by class: stale when its tool is gone (`tool_unavailable`), transient when
+/// the same call may succeed, a wrong result (`unexpected_observation`) when the tool
+/// answered with its own error. `call` identifies the call for its transient retries.
+fn failed(step: &Step, answer: &Answer, fraction: f64, call: String) -> StepOutcome {
     let failure = Failure {
-        reason: if answer.unreachable.is_some() {
+        reason: if answer.stale() {
             ReplanReason::ToolUnavailable
         } else {
             ReplanReason::UnexpectedObservation
@@ -256,9 +297,35 @@ fn failed(step: &Step, answer: &Answer, fraction: f64) -> StepOutcome {
     };
     if answer.stale() {
         StepOutcome::Stale { failure }
+    } else if answer.transient() {
+        StepOutcome::Transient {
+            failure,
+            call,
+            fraction,
+        }
     } else {
         StepOutcome::Failed { failure, fraction }
     }
+}
+
+/// A successful step whose answer reports a constraint: raised from the tool; `Some` when the
+/// plan did not know it.
+fn constrained(
+    state: &mut TaskState,
+    executed: &Executed<'_>,
+    text: &str,
+    record: &mut Record,
+) -> Option<StepOutcome> {
+    let constraint = Constraint {
+        text: text.to_string(),
+        source: ConstraintSource::Tool {
+            milestone: executed.milestone_id.to_string(),
+            step: executed.step.id.clone(),
+            tool: executed.step.tool.clone(),
+        },
+    };
+    super::repair::raise_constraint(state, constraint, record)
+        .map(|failure| StepOutcome::Constrained { failure })
 }
 
 /// `plan.stale` when the tool is gone, then `step.finished`.

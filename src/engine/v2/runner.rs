@@ -4,7 +4,9 @@
 //! The loop is the second seed's planner/executor runtime for one milestone, with the first
 //! seed's budget rule folded in: after every charge the monitor looks at the fraction of the
 //! allocation used; at the pressure mark with steps left it checks early, and a failing check
-//! under pressure skips straight past step retries.
+//! under pressure skips straight past step retries. A transient fault is retried unchanged
+//! after a backoff (no planner is asked) until its retries are spent; a step whose answer
+//! raises a constraint the plan did not know asks for a new strategy.
 
 use serde_json::json;
 
@@ -158,12 +160,14 @@ async fn ensure_steps(cx: &Attempt, milestone_id: &str) -> Result<Turn, Halt> {
                 executor: false,
                 seq: None,
             });
-            let failure = Failure {
-                detail: format!(
-                    "{} (proposal {fingerprint} was already tried)",
-                    failure.detail
-                ),
-                ..failure
+            let note = format!("(proposal {fingerprint} already failed)");
+            let failure = if failure.detail.contains(&note) {
+                failure
+            } else {
+                Failure {
+                    detail: format!("{} {note}", failure.detail),
+                    ..failure
+                }
             };
             let rung = Rung::Forced {
                 level: to,
@@ -206,14 +210,23 @@ async fn after_step(cx: &Attempt, milestone_id: &str, outcome: StepOutcome) -> R
         .await;
     let (failure, pressure) = match outcome {
         StepOutcome::Exhausted { unit } => return Ok(Turn::End(MilestoneEnd::Exhausted { unit })),
-        StepOutcome::Stale { failure } => {
-            // Only a new strategy can route around a tool that is gone.
+        StepOutcome::Stale { failure } | StepOutcome::Constrained { failure } => {
+            // Only a new strategy can route around a tool that is gone, or respect a
+            // constraint the plan did not know.
             let rung = Rung::Forced {
                 level: Some(RepairLevel::ReplanStrategy),
                 from: None,
             };
             return Ok(Turn::of(escalate(cx, milestone_id, failure, rung).await?));
         }
+        StepOutcome::Transient {
+            failure,
+            call,
+            fraction,
+        } => match transient(cx, milestone_id, failure, &call).await? {
+            Some(failure) => (failure, fraction >= cx.config.pressure_frac),
+            None => return Ok(Turn::Again),
+        },
         StepOutcome::Failed { failure, fraction } => (failure, fraction >= cx.config.pressure_frac),
         StepOutcome::Done { fraction } if steps_left => {
             if fraction < cx.config.pressure_frac || pressured {
@@ -237,6 +250,28 @@ async fn after_step(cx: &Attempt, milestone_id: &str, outcome: StepOutcome) -> R
     let rung = Rung::Decide { pressure };
     let (level, failure) = repair::start(cx, milestone_id, failure, rung).await?;
     Ok(Turn::of(settle(cx, milestone_id, level, failure).await?))
+}
+
+/// A transient fault: the same call again after its backoff (`None`), or, once its retries
+/// are spent, the failure to repair: the tool stayed unavailable.
+async fn transient(
+    cx: &Attempt,
+    milestone_id: &str,
+    failure: Failure,
+    call: &str,
+) -> Result<Option<Failure>, Halt> {
+    if let Some(backoff_ms) = repair::retry_same(cx, milestone_id, &failure, call).await? {
+        tokio::time::sleep(std::time::Duration::from_millis(backoff_ms)).await;
+        return Ok(None);
+    }
+    Ok(Some(Failure {
+        reason: ReplanReason::ToolUnavailable,
+        detail: format!(
+            "{} (still failing after {} unchanged retries)",
+            failure.detail, cx.config.max_transient_retries
+        ),
+        ..failure
+    }))
 }
 
 /// A check's verdict for the loop: decided (passed, or out of budget) or failing.

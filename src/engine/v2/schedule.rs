@@ -148,8 +148,7 @@ impl Schedule {
                     status: TaskStatus::Failed,
                     verified: None,
                     reason: format!("milestone {id} failed: {}", failure.detail),
-                    extra: json!({"failed_milestone": id,
-                                  "replan_reason": ReplanReason::DependencyFailed}),
+                    extra: json!({"failed_milestone": id, "replan_reason": failure.reason}),
                 })));
             }
             Ok(MilestoneEnd::Exhausted { unit }) => {
@@ -227,7 +226,11 @@ pub async fn replan_strategy(
     cx.journal
         .record(|state| {
             state.strategy_replans += 1;
-            state.ladder.replan_strategy += 1;
+            // The replaced plan failed, unless a new constraint (not the plan) asked for it.
+            let replaced = (failure.reason != ReplanReason::NewConstraint)
+                .then(|| state.ladder.installed_plan.clone())
+                .flatten();
+            state.ladder.begin_replan_strategy(replaced);
             Ok((Record::default(), ()))
         })
         .await?;

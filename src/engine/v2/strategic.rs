@@ -14,9 +14,10 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 
 use crate::domain::event::kinds::{PLAN_ACCEPTED, PLAN_REFUSED};
+use crate::domain::fingerprint::of_plan;
 use crate::domain::ledger::{LedgerPolicy, PerUnit};
 use crate::domain::plan::{MilestoneStatus, Plan, StepStatus};
-use crate::domain::repair::RepairLevel;
+use crate::domain::repair::{ProposalVerdict, RepairLevel};
 use crate::domain::report::Cause;
 use crate::domain::validate::{KnownTools, PlanError, carry_over, feedback, validate};
 use crate::engine::Halt;
@@ -78,10 +79,19 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
             .await;
         failures.push(asked.reply.as_ref().err().map(|e| e.kind));
         let checked = check(&asked, &known, replan.as_ref(), &snapshot);
+        // An L3 plan identical to one that failed is not run again; nothing is above L3.
+        let repeated = checked.as_ref().ok().map(of_plan).filter(|fp| {
+            replan.is_some() && snapshot.ladder.propose_plan(fp) == ProposalVerdict::GiveUp
+        });
+        let checked = match &repeated {
+            Some(fp) => Err(format!("the plan repeats a failed plan (fingerprint {fp})")),
+            None => checked,
+        };
         let proposal = Proposal {
             attempt,
             checked: &checked,
             proposal: asked.reply.as_ref().ok().map(|r| r.value.clone()),
+            repeated: repeated.is_some(),
             reason: match (&replan, snapshot.plan_version) {
                 (Some(_), _) => "replan_strategy",
                 (None, 0) => "initial",
@@ -97,6 +107,13 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
             .1;
         if accepted {
             return Ok(Strategic::Accepted);
+        }
+        if repeated.is_some() {
+            let reason = checked.err().unwrap_or_default();
+            return Ok(Strategic::Refused {
+                reason,
+                cause: None,
+            });
         }
         errors = checked.err();
     }
@@ -124,7 +141,7 @@ fn input(
     let mut input = json!({
         "goal": cx.task().goal,
         "tools": families,
-        "constraints": {"budget": budget},
+        "constraints": {"budget": budget, "raised": snapshot.ladder.constraints},
         "validation_errors": errors,
     });
     if let (Some(r), Some(current)) = (replan, &snapshot.plan) {
@@ -174,6 +191,8 @@ struct Proposal<'a> {
     checked: &'a Result<Plan, String>,
     /// The model's answer, when it gave one.
     proposal: Option<Value>,
+    /// A valid L3 plan refused as identical to a failed one (not counted as invalid).
+    repeated: bool,
     /// The plan version's reason (`initial` or `replan_strategy`).
     reason: &'static str,
     /// The event that caused an L3 replan.
@@ -194,6 +213,7 @@ fn commit(
         attempt,
         checked,
         proposal,
+        repeated,
         reason,
         cause,
         replanned,
@@ -207,7 +227,7 @@ fn commit(
     match checked {
         Err(errors) => {
             if proposal.is_some() {
-                state.metrics.plans_invalid += 1;
+                state.metrics.plans_invalid += u32::from(!repeated);
                 state.metrics.planner_failures += 1;
             }
             record.push(
@@ -218,6 +238,7 @@ fn commit(
         }
         Ok(plan) => {
             install(state, plan.clone(), cx, *replanned, &mut record)?;
+            state.ladder.plan_installed(of_plan(plan));
             record.push(
                 PLAN_ACCEPTED,
                 json!({"attempt": attempt, "version": state.plan_version + 1,

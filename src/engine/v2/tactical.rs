@@ -3,8 +3,8 @@
 //! The prompt is concrete (first seed): one milestone, its acceptance check, its remaining
 //! budget, the artifacts of the milestones it depends on and the full schemas of the tools it
 //! may use. On repair it also carries what was tried and how it failed. A step list that fails
-//! validation goes back to the model with the errors, a bounded number of times; a list whose
-//! fingerprint was already tried is not executed again (the ladder escalates instead).
+//! validation goes back to the model with the errors, a bounded number of times; a repair list
+//! whose fingerprint already failed is not executed again (the ladder escalates instead).
 
 use serde_json::{Value, json};
 
@@ -245,16 +245,12 @@ fn commit(
     )?;
     let exhausted = charged.and_then(|c| c.exhausted);
     state.run_mut(milestone_id).tactical_calls = proposal.attempt;
-    // The ladder judges a repair proposal: new ones are executed, repeats escalate.
+    // The ladder judges a repair proposal: new ones are executed, failed ones escalate.
     let verdict = match (&proposal.fingerprint, proposal.request.ask.repair_level()) {
         (Some(fp), Some(level)) => state
             .ladder
             .propose(milestone_id, level, fp.clone(), limits),
-        (Some(fp), None) => {
-            state.ladder.record_steps(milestone_id, fp.clone());
-            ProposalVerdict::Accept
-        }
-        (None, _) => ProposalVerdict::Accept,
+        _ => ProposalVerdict::Accept,
     };
     let outcome = settle(state, &proposal, verdict, &mut record);
     let outcome = match exhausted {
