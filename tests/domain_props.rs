@@ -364,7 +364,11 @@ proptest! {
     #[test]
     fn the_gate_heuristic_never_panics(goal in prop_oneof!["[a-zA-Z0-9 ,.&?/_-]{0,160}", "\\PC{0,40}"], tool in "[a-z_]{0,6}") {
         let f = cairn::domain::gate::heuristic_features(&goal, &[tool.as_str()]);
-        prop_assert!(f.targets >= 1 && f.est_tool_calls >= 1 && f.est_tool_calls <= 100);
+        prop_assert!(f.targets >= 1 && f.est_tool_calls <= 100);
+        // Alone (no model estimate), the heuristic never claims a goal needs no tool call.
+        let alone = cairn::domain::gate::combine(None, &f);
+        prop_assert!(alone.est_tool_calls >= 1);
+        prop_assert_eq!(cairn::domain::gate::route(alone, &Default::default()).route == cairn::domain::gate::Route::Direct && f.touches_writes, false);
         let d = cairn::domain::gate::route(f.clone(), &Default::default());
         prop_assert!(!d.reasons.is_empty());
         if f.touches_writes || f.targets > 1 {

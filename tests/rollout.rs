@@ -88,10 +88,11 @@ fn raising_is_refused_while_the_latest_evaluation_shows_a_regression() {
 }
 
 #[test]
-fn the_committed_default_report_blocks_a_raise_only_for_the_knowledge_questions() {
-    // Transient faults are retried unchanged at L1, so uncertain-timeout-query is solved; what
-    // is left are the five knowledge questions the gate plans for want of direct history
-    // (docs/evaluation.md).
+fn the_committed_default_report_blocks_a_raise_only_for_the_quoted_restart() {
+    // Transient faults are retried unchanged at L1, so uncertain-timeout-query is solved, and
+    // tool-free questions go direct; what is left is simple-rewrite, whose text to rewrite says
+    // "restart": the gate's heuristic plans a goal with a destructive verb in it, and v2 does
+    // not plan a goal no tool serves (docs/evaluation.md).
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/suites/default/report/report.json"
@@ -99,16 +100,7 @@ fn the_committed_default_report_blocks_a_raise_only_for_the_knowledge_questions(
     let mut regressions =
         cairn::engine::rollout::v2_regressions(std::path::Path::new(path)).expect("report");
     regressions.sort();
-    assert_eq!(
-        regressions,
-        [
-            "simple-capital",
-            "simple-convert-km",
-            "simple-extract-field",
-            "simple-rewrite",
-            "simple-sentiment"
-        ]
-    );
+    assert_eq!(regressions, ["simple-rewrite"]);
     let rollout = Rollout::new(10, Some(path.into()));
     assert!(matches!(
         rollout.set(20),

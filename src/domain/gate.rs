@@ -75,7 +75,11 @@ impl GateFeatures {
 pub fn combine(model: Option<&GateFeatures>, heuristic: &GateFeatures) -> GateFeatures {
     match model {
         Some(model) => model.clone().biased_with(heuristic),
-        None => heuristic.clone(),
+        // Without the model's estimate, "no action verb" is not "no tool call": at least one.
+        None => GateFeatures {
+            est_tool_calls: heuristic.est_tool_calls.max(1),
+            ..heuristic.clone()
+        },
     }
 }
 

@@ -58,7 +58,7 @@ pub fn heuristic_features(goal: &str, side_effect_tools: &[&str]) -> GateFeature
         "task"
     };
     GateFeatures {
-        est_tool_calls: actions.max(1).saturating_mul(targets).min(100),
+        est_tool_calls: actions.saturating_mul(targets).min(100),
         touches_writes,
         targets,
         goal_kind: goal_kind.into(),

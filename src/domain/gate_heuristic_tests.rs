@@ -20,8 +20,11 @@ fn a_one_tool_question_goes_direct() {
     assert!(!x.touches_writes, "{x:?}");
     assert_eq!(
         (x.targets, x.est_tool_calls, x.goal_kind.as_str()),
-        (1, 1, "lookup")
+        (1, 0, "lookup")
     );
+    // No action verb is not "no tool call": alone, the heuristic's estimate counts as one.
+    let x = crate::domain::gate::combine(None, &x);
+    assert_eq!(x.est_tool_calls, 1);
     // Direct once the kind has a good record (no record: planned, see gate_tests.rs).
     let known = GateFeatures {
         direct_history: Some(crate::domain::gate::DirectHistory {
