@@ -568,6 +568,9 @@ async fn a_real_model_runs_tasks_without_false_success() {
             ("CAIRN_TOOLS_FILE", tools_file.to_str().expect("utf-8 path")),
             ("CAIRN_WORKERS", &parallel.to_string()),
             ("CAIRN_POLL_INTERVAL_MS", "200"),
+            // A CPU-bound local model writes a plan in minutes; a retry after a timeout only
+            // queues behind the abandoned generation on a single-slot server.
+            ("CAIRN_LLM_TIMEOUT_MS", "300000"),
         ],
     )
     .await;

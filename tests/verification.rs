@@ -144,3 +144,38 @@ async fn an_unreachable_model_is_named_in_the_result() {
     );
     serve.kill().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_side_effect_with_a_placeholder_argument_is_refused_before_any_call() {
+    let stack = Stack::start("placeholder_args.json").await;
+    let id = stack
+        .submit(
+            "Look up who owns service A and write them a note that it restarts tonight",
+            "direct",
+            50_000,
+        )
+        .await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "failed", "{task:#}");
+    let events = stack.events(&id).await;
+    let drift = events
+        .iter()
+        .find(|e| e["kind"] == "executor.drift")
+        .expect("an executor.drift event");
+    assert_eq!(drift["data"]["tool"], "write_note");
+    assert!(
+        drift["data"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("placeholder") && r.contains("/to")),
+        "{drift:#}"
+    );
+    let stats: Value = reqwest::get(format!("{}/sim/stats", stack.sim.base_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(stats["tools"]["write_note"]["calls"], 0, "{stats:#}");
+    assert_eq!(stats["tools"]["lookup"]["calls"], 1, "{stats:#}");
+    stack.stop().await;
+}

@@ -105,6 +105,7 @@ impl Config {
             "CAIRN_TEST_MINIMAL_ENGINE" => {
                 self.test_minimal_engine = parse(name, value, "true or false")?
             }
+            "CAIRN_LLM_TIMEOUT_MS" => self.llm_timeout_ms = parse(name, value, "milliseconds")?,
             "CAIRN_READYZ_CHECK_MODELS" => {
                 self.readyz_check_models = parse(name, value, "true or false")?
             }

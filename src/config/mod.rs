@@ -86,6 +86,9 @@ pub struct Config {
     /// timeout) and answers 503 naming the purposes whose endpoint did not answer. Off by
     /// default; no effect when no model is configured (the simulator runs in-process).
     pub readyz_check_models: bool,
+    /// How long one model call may take before it is retried (`CAIRN_LLM_TIMEOUT_MS`). A local
+    /// model on a CPU writes a plan in minutes, a hosted one in seconds.
+    pub llm_timeout_ms: u64,
     /// The planning engine's settings: reserve share, repair threshold and limits, parallel
     /// milestones per task, the gate's direct-route thresholds.
     pub engine: crate::domain::settings::EngineSettings,
@@ -117,6 +120,7 @@ impl Default for Config {
             eval_report: None,
             test_minimal_engine: false,
             readyz_check_models: false,
+            llm_timeout_ms: 120_000,
             engine: crate::domain::settings::EngineSettings::default(),
             llm: BTreeMap::new(),
         }
@@ -145,6 +149,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_EVAL_REPORT", "eval_report"),
     ("CAIRN_TEST_MINIMAL_ENGINE", "test_minimal_engine"),
     ("CAIRN_READYZ_CHECK_MODELS", "readyz_check_models"),
+    ("CAIRN_LLM_TIMEOUT_MS", "llm_timeout_ms"),
     ("CAIRN_ENGINE_RESERVE_FRAC", "engine.reserve_frac"),
     ("CAIRN_ENGINE_REPAIR_AT", "engine.pressure_frac"),
     ("CAIRN_ENGINE_MAX_PARALLEL", "engine.max_parallel"),

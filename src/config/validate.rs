@@ -82,6 +82,12 @@ impl Config {
                 ));
             }
         }
+        if !(1_000..=3_600_000).contains(&self.llm_timeout_ms) {
+            return Err(invalid(
+                "llm_timeout_ms (CAIRN_LLM_TIMEOUT_MS)",
+                format!("must be 1000..=3600000, got {}", self.llm_timeout_ms),
+            ));
+        }
         if self.lease_ttl_ms < 100 {
             return Err(invalid(
                 "lease_ttl_ms (CAIRN_LEASE_TTL_MS)",

@@ -35,15 +35,18 @@ pub fn strategic(tools: &[&ToolSpec]) -> Value {
         "type": "object",
         "properties": {
             "milestones": {
-                "type": "array", "minItems": 1, "maxItems": 8,
+                "type": "array", "minItems": 1, "maxItems": 6,
                 "items": {
                     "type": "object",
                     "properties": {
                         "id": {"type": "string", "minLength": 1, "maxLength": 40},
                         "title": {"type": "string", "minLength": 1, "maxLength": 100},
-                        "depends_on": {"type": "array", "items": {"type": "string"}},
+                        "depends_on": {"type": "array", "maxItems": 6,
+                                       "items": {"type": "string", "minLength": 1, "maxLength": 40}},
                         "effort": {"type": "integer", "minimum": 1, "maximum": 10},
-                        "tools": {"type": "array", "items": one_of_names(&names)},
+                        // Bounded: a small model under a grammar can repeat an item forever.
+                        "tools": {"type": "array", "maxItems": names.len().max(1),
+                                  "items": one_of_names(&names)},
                         "outcome": {"type": "string", "maxLength": 200},
                         "accept": check(&runners, true)
                     },
@@ -81,12 +84,18 @@ fn runners<'a>(tools: &[&'a ToolSpec]) -> Vec<&'a str> {
 fn check(runners: &[&str], nest: bool) -> Value {
     let mut shapes = vec![
         json!({"type": "object", "properties": {
-            "type": {"const": "artifact"}, "name": {"type": "string", "minLength": 1},
+            "type": {"const": "artifact"}, "name": {"type": "string", "minLength": 1, "maxLength": 60},
             "non_empty": {"type": "boolean"}},
             "required": ["type", "name"], "additionalProperties": false}),
         json!({"type": "object", "properties": {
-            "type": {"const": "schema"}, "artifact": {"type": "string", "minLength": 1},
-            "schema": {"type": "object"}},
+            "type": {"const": "schema"}, "artifact": {"type": "string", "minLength": 1, "maxLength": 60},
+            // A small schema the planner can write in a few tokens: the value's type and the
+            // fields it must have (a free-form schema lets a small model write without end).
+            "schema": {"type": "object", "properties": {
+                "type": {"enum": ["object", "array", "string", "number", "integer", "boolean"]},
+                "required": {"type": "array", "maxItems": 8,
+                             "items": {"type": "string", "minLength": 1, "maxLength": 60}}},
+                "required": ["type"], "additionalProperties": false}},
             "required": ["type", "artifact", "schema"], "additionalProperties": false}),
         json!({"type": "object", "properties": {
             "type": {"const": "verifier"}, "prompt": {"type": "string", "minLength": 1,
@@ -96,13 +105,14 @@ fn check(runners: &[&str], nest: bool) -> Value {
     if !runners.is_empty() {
         shapes.push(json!({"type": "object", "properties": {
             "type": {"const": "command"}, "tool": one_of_names(runners),
-            "args": {"type": "object"}, "exit_code": {"type": "integer"}},
+            "args": {"type": "object", "maxProperties": 6}, "exit_code": {"type": "integer"}},
             "required": ["type", "tool"], "additionalProperties": false}));
     }
     if nest {
         shapes.push(json!({"type": "object", "properties": {
             "type": {"const": "all"},
-            "checks": {"type": "array", "minItems": 1, "items": check(runners, false)}},
+            "checks": {"type": "array", "minItems": 1, "maxItems": 4,
+                       "items": check(runners, false)}},
             "required": ["type", "checks"], "additionalProperties": false}));
     }
     json!({"oneOf": shapes})
@@ -128,7 +138,7 @@ fn step(tools: &[&ToolSpec], expected_output: bool) -> Value {
                 "tool": {"const": tool.name},
                 "args": args_schema(&tool.schema)
             });
-            properties["expected_output"] = json!({"type": "string"});
+            properties["expected_output"] = json!({"type": "string", "maxLength": 200});
             let mut required = vec!["id", "tool", "args"];
             if expected_output {
                 required.push("expected_output");
@@ -192,7 +202,7 @@ pub fn verdict() -> Value {
         "type": "object",
         "properties": {
             "verdict": {"type": "string", "enum": ["pass", "fail"]},
-            "reason": {"type": "string"}
+            "reason": {"type": "string", "maxLength": 300}
         },
         "required": ["verdict", "reason"],
         "additionalProperties": false

@@ -56,7 +56,7 @@ impl Clients {
         if let Some(endpoints) = endpoints {
             let path = config.tools_file.as_ref().ok_or(WiringError::NoToolsFile)?;
             return Ok(Clients {
-                llm: LlmClient::new(endpoints, RetryPolicy::default())?,
+                llm: LlmClient::new(endpoints, retry_policy(config))?,
                 tools: Arc::new(ToolRegistry::load(path)?),
                 sim_base_url: None,
                 simulated_model: false,
@@ -72,10 +72,7 @@ impl Clients {
             None => sim.registry(),
         };
         Ok(Clients {
-            llm: LlmClient::new(
-                Endpoints::uniform(sim.llm_endpoint()),
-                RetryPolicy::default(),
-            )?,
+            llm: LlmClient::new(Endpoints::uniform(sim.llm_endpoint()), retry_policy(config))?,
             tools,
             sim_base_url: Some(sim.detach()),
             simulated_model: true,
@@ -96,7 +93,7 @@ pub fn model_probe(config: &Config) -> Result<Option<Arc<dyn ModelProbe>>, Wirin
         tracing::info!("readyz_check_models is set but no model is configured: nothing to probe");
         return Ok(None);
     };
-    let client = LlmClient::new(endpoints, RetryPolicy::default())?;
+    let client = LlmClient::new(endpoints, retry_policy(config))?;
     Ok(Some(Arc::new(EndpointProbe {
         client,
         timeout: MODEL_PROBE_TIMEOUT,
@@ -188,5 +185,13 @@ mod tests {
         let failures = probe.unreachable().await;
         assert_eq!(failures.len(), 1, "{failures:?}");
         assert_eq!(failures[0].purposes, Purpose::ALL.to_vec());
+    }
+}
+
+/// The model client's retry policy, with the configured per-call timeout.
+pub fn retry_policy(config: &Config) -> RetryPolicy {
+    RetryPolicy {
+        timeout: Duration::from_millis(config.llm_timeout_ms),
+        ..RetryPolicy::default()
     }
 }

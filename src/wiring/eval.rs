@@ -19,7 +19,7 @@ use crate::eval::runner::{self, EvalError, EvalParams, LiveModel};
 use crate::eval::suite::Suite;
 use crate::eval::world::World;
 use crate::http::{AppState, HttpSettings};
-use crate::llm::{Endpoints, LlmClient, LlmError, Purpose, RetryPolicy};
+use crate::llm::{Endpoints, LlmClient, LlmError, Purpose};
 use crate::worker::{PoolParams, WorkerPool};
 
 /// The dispatch of an evaluation: every strategy's engine over the world. The world is its
@@ -119,7 +119,7 @@ pub fn live_model(config_file: Option<&Path>, run_wall_ms: u64) -> Result<LiveMo
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let client = LlmClient::new(endpoints, RetryPolicy::default())?;
+    let client = LlmClient::new(endpoints, super::clients::retry_policy(&config))?;
     Ok(LiveModel {
         models: Arc::new(LlmModels::new(client)),
         model,

@@ -39,12 +39,14 @@ fn purpose(purpose: Purpose) -> llm::Purpose {
 #[async_trait]
 impl ModelPort for LlmModels {
     async fn complete(&self, call: ModelCall) -> Result<ModelReply, PortError> {
-        let user = serde_json::to_string_pretty(&call.input).unwrap_or_default();
+        // Compact: every token of the input is prompt a local model must read first.
+        let user = serde_json::to_string(&call.input).unwrap_or_default();
         let mut request = ChatRequest::new(
             purpose(call.purpose),
             vec![ChatMessage::system(call.prompt), ChatMessage::user(user)],
         )
         .task(call.task_id)
+        .max_tokens(answer_budget(call.purpose))
         .json_output(
             format!("cairn_{}", call.purpose.as_str()),
             call.schema.unwrap_or_else(|| json!({"type": "object"})),
@@ -64,6 +66,21 @@ impl ModelPort for LlmModels {
             }
             Err(error) => Err(model_error(&error)),
         }
+    }
+}
+
+/// The most tokens an answer of each purpose may take. A small model constrained by a grammar
+/// can loop (repeating a field, or whitespace) until its context is full, and a local server
+/// keeps generating for a request its client gave up on; a budget bounds both. The answers fit
+/// well within them (a gate estimate is a few fields, a plan at most six milestones, a step list
+/// a few calls, a verdict one sentence); an answer cut short is detected and asked again once
+/// with a larger budget (`crate::llm`).
+pub fn answer_budget(purpose: Purpose) -> u32 {
+    match purpose {
+        Purpose::Gate => 256,
+        Purpose::Strategic => 1536,
+        Purpose::Tactical => 1024,
+        Purpose::Verifier => 384,
     }
 }
 

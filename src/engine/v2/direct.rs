@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::executor::check_contract;
+use super::contract::check_contract;
 use super::report::{self, Ending};
 use super::verifier;
 use crate::domain::event::kinds;

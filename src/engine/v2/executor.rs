@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use super::contract::check_contract;
 use crate::domain::event::kinds::{EXECUTOR_DRIFT, PLAN_STALE, STEP_FINISHED};
 use crate::domain::ledger::Unit;
 use crate::domain::plan::{Step, StepStatus};
@@ -54,39 +55,6 @@ pub enum StepOutcome {
     },
     /// The current step list has no step left to run.
     NoStep,
-}
-
-/// Refuses a step outside the executor contract; `Err` is the drift reason.
-pub fn check_contract(cx: &Attempt, allowed: &[String], step: &Step) -> Result<(), String> {
-    if !allowed.contains(&step.tool) {
-        return Err(format!(
-            "tool {:?} is not allowed for this milestone (allowed: {})",
-            step.tool,
-            allowed.join(", ")
-        ));
-    }
-    let Some(spec) = cx.specs.get(&step.tool) else {
-        return Err(format!("tool {:?} is not registered", step.tool));
-    };
-    if spec.schema.is_null() {
-        return Ok(());
-    }
-    let validator = jsonschema::validator_for(&spec.schema)
-        .map_err(|error| format!("tool {:?} has an unusable schema: {error}", step.tool))?;
-    let problems: Vec<String> = validator
-        .iter_errors(&step.args)
-        .take(3)
-        .map(|error| format!("at {:?}: {error}", error.instance_path.to_string()))
-        .collect();
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "args do not match the schema of {:?}: {}",
-            step.tool,
-            problems.join("; ")
-        ))
-    }
 }
 
 /// Runs the next step of `milestone_id`'s current step list.

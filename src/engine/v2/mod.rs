@@ -27,6 +27,7 @@ use crate::domain::repair::ReplanReason;
 use crate::domain::task::TaskStatus;
 
 pub mod carry;
+pub mod contract;
 pub mod direct;
 pub mod executor;
 pub mod gate;
