@@ -202,3 +202,21 @@ fn problems_are_reported_for_the_planner() {
         {"type": "command", "tool": "run"}, {"type": "command", "tool": "sh"}]}));
     assert_eq!(nested.command_tools(), vec!["run", "sh"]);
 }
+
+#[test]
+fn an_unmet_requirement_makes_the_verdict_a_fail_and_never_the_reverse() {
+    let listed = serde_json::json!({
+        "requirements": [
+            {"need": "note to Priya", "met": true, "evidence": "write_note delivered"},
+            {"need": "note to Tomasz", "met": false, "evidence": "none"}],
+        "verdict": "pass", "reason": "both notes sent"});
+    let (ok, reason) = parse_verdict(&listed).expect("a verdict");
+    assert!(!ok);
+    assert!(reason.contains("Tomasz"), "{reason}");
+    let all_met = serde_json::json!({
+        "requirements": [{"need": "note to Priya", "met": true, "evidence": "delivered"}],
+        "verdict": "fail", "reason": "no"});
+    assert!(!parse_verdict(&all_met).expect("a verdict").0);
+    let plain = serde_json::json!({"verdict": "pass", "reason": "ok"});
+    assert!(parse_verdict(&plain).expect("a verdict").0);
+}

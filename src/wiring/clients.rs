@@ -100,6 +100,14 @@ pub fn model_probe(config: &Config) -> Result<Option<Arc<dyn ModelProbe>>, Wirin
     })))
 }
 
+/// The model client's retry policy, with the configured per-call timeout.
+pub fn retry_policy(config: &Config) -> RetryPolicy {
+    RetryPolicy {
+        timeout: Duration::from_millis(config.llm_timeout_ms),
+        ..RetryPolicy::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,13 +193,5 @@ mod tests {
         let failures = probe.unreachable().await;
         assert_eq!(failures.len(), 1, "{failures:?}");
         assert_eq!(failures[0].purposes, Purpose::ALL.to_vec());
-    }
-}
-
-/// The model client's retry policy, with the configured per-call timeout.
-pub fn retry_policy(config: &Config) -> RetryPolicy {
-    RetryPolicy {
-        timeout: Duration::from_millis(config.llm_timeout_ms),
-        ..RetryPolicy::default()
     }
 }
