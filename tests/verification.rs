@@ -179,3 +179,29 @@ async fn a_side_effect_with_a_placeholder_argument_is_refused_before_any_call() 
     assert_eq!(stats["tools"]["lookup"]["calls"], 1, "{stats:#}");
     stack.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_named_target_no_tool_call_touched_fails_the_goal_without_asking_the_model() {
+    let stack = Stack::start("untouched_target.json").await;
+    let id = stack
+        .submit("Look up who owns services A and B", "direct", 50_000)
+        .await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "failed", "{task:#}");
+    assert_eq!(task["result"]["verified"], false, "{task:#}");
+    let events = stack.events(&id).await;
+    let decided = events
+        .iter()
+        .find(|e| e["kind"] == "verifier.decided")
+        .expect("a verifier.decided event");
+    assert_eq!(decided["data"]["evidence"], "programmatic", "{decided:#}");
+    assert_eq!(decided["data"]["untouched"], json!(["B"]), "{decided:#}");
+    let stats: Value = reqwest::get(format!("{}/sim/stats", stack.sim.base_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(model_calls(&stats, "verifier"), 0, "{stats:#}");
+    stack.stop().await;
+}

@@ -300,7 +300,7 @@ pub fn route(features: GateFeatures, thresholds: &GateThresholds) -> GateDecisio
 
 #[path = "gate_heuristic.rs"]
 mod heuristic;
-pub use heuristic::heuristic_features;
+pub use heuristic::{goal_targets, heuristic_features};
 
 #[cfg(test)]
 #[path = "gate_tests.rs"]

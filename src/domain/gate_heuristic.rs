@@ -185,6 +185,46 @@ fn count_targets(tokens: &[Token]) -> u32 {
     best
 }
 
+/// The named targets a goal enumerates after a target noun: "services A and B" gives `A`, `B`;
+/// "service C" gives `C`; "the billing service" gives nothing (no name follows). Each is a
+/// thing the goal is about, so a tool call must have touched it before the goal can be met.
+pub fn goal_targets(goal: &str) -> Vec<String> {
+    let mut tokens = tokenize(goal);
+    tokens.truncate(MAX_TOKENS);
+    let mut names: Vec<String> = Vec::new();
+    for (i, token) in tokens.iter().enumerate() {
+        let noun = token.lower.as_str();
+        let singular = noun.strip_suffix('s').unwrap_or(noun);
+        let is_target_noun = TARGET_NOUNS
+            .iter()
+            .any(|n| *n == noun || n.strip_suffix('s') == Some(singular));
+        if !is_target_noun {
+            continue;
+        }
+        let mut j = i + 1;
+        while let Some(item) = tokens.get(j).filter(|t| {
+            t.looks_like_name() && !t.is_punct() && !STOP_WORDS.contains(&t.lower.as_str())
+        }) {
+            // A name ends its item ("service A and ...", "service C."); one followed by another
+            // word modifies it ("the customer CSV export") and is not a target.
+            let ends_item = tokens.get(j + 1).is_none_or(|next| {
+                next.is_separator() || next.is_punct() || STOP_WORDS.contains(&next.lower.as_str())
+            });
+            if !ends_item {
+                break;
+            }
+            if !names.contains(&item.text) {
+                names.push(item.text.clone());
+            }
+            j += 1;
+            while tokens.get(j).is_some_and(Token::is_separator) {
+                j += 1;
+            }
+        }
+    }
+    names
+}
+
 /// Counts items of the form `ITEM (, | and | or | &)+ ITEM ...` at the start of `tokens`, where
 /// an item is one to three words accepted by `item_ok` and not stop words. One item is not an
 /// enumeration and counts as 1.

@@ -144,3 +144,24 @@ fn tool_calls_scale_with_actions_and_targets() {
         4
     );
 }
+
+#[test]
+fn goal_targets_are_the_names_after_a_target_noun() {
+    assert_eq!(
+        goal_targets("Look up who owns services A and B, then write a note to each owner"),
+        vec!["A", "B"]
+    );
+    assert_eq!(
+        goal_targets(
+            "First look up who owns service C. Then ... Finally look up who owns service A."
+        ),
+        vec!["C", "A"]
+    );
+    assert_eq!(
+        goal_targets("Rename config key db.url to db.dsn in services A, B, C"),
+        vec!["A", "B", "C"]
+    );
+    assert!(goal_targets("Which version of the billing service is deployed?").is_empty());
+    assert!(goal_targets("What is the capital of France?").is_empty());
+    assert!(goal_targets("Convert the customer CSV export to JSON lines").is_empty());
+}

@@ -201,6 +201,18 @@ pub fn verdict() -> Value {
     json!({
         "type": "object",
         "properties": {
+            // First what the goal needs and whether the evidence shows it, then the verdict:
+            // a model that lists the evidence judges it instead of echoing an example.
+            "requirements": {"type": "array", "maxItems": 6, "items": {
+                "type": "object",
+                "properties": {
+                    "need": {"type": "string", "minLength": 1, "maxLength": 120},
+                    "met": {"type": "boolean"},
+                    "evidence": {"type": "string", "maxLength": 200}
+                },
+                "required": ["need", "met", "evidence"],
+                "additionalProperties": false
+            }},
             "verdict": {"type": "string", "enum": ["pass", "fail"]},
             "reason": {"type": "string", "maxLength": 300}
         },

@@ -3,15 +3,21 @@
 //! After every milestone passed, the verifier model judges the goal itself from the finished
 //! plan, the checks' evidence and the artifacts. Its verdict is recorded as a
 //! `verifier.decided` event and decides whether the task's result says `verified`.
+//!
+//! Programmatic evidence comes first: every target the goal names after a target noun ("services
+//! A and B", "service C"; [`goal_targets`]) must appear in the arguments of a successful tool
+//! call. A goal with a named target no call touched is not met, whatever a model would say, and
+//! the model is not asked (`evidence: "programmatic"`).
 
 use serde_json::{Value, json};
 
 use crate::domain::check::parse_verdict;
 use crate::domain::event::kinds::VERIFIER_DECIDED;
+use crate::domain::gate::goal_targets;
 use crate::engine::Halt;
 use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Attempt, brief};
-use crate::engine::runtime::checkpoint::{Phase, Record};
+use crate::engine::runtime::checkpoint::{Phase, Record, TaskState};
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::Purpose;
 use crate::engine::{prompts, schemas};
@@ -32,6 +38,10 @@ pub async fn verify_goal(
 ) -> Result<Verdict, Halt> {
     let snapshot = cx.journal.snapshot().await;
     let attempt = snapshot.metrics.repairs_replan_strategy + 1;
+    let untouched = untouched_targets(&cx.task().goal, &snapshot);
+    if !untouched.is_empty() {
+        return programmatic_fail(cx, &untouched, attempt).await;
+    }
     let input = json!({
         "goal": cx.task().goal,
         "plan": snapshot.plan,
@@ -78,4 +88,85 @@ pub async fn verify_goal(
         reason,
         seq: applied.last_seq,
     })
+}
+
+/// A fail found without the model: named targets no successful tool call touched.
+async fn programmatic_fail(
+    cx: &Attempt,
+    untouched: &[String],
+    attempt: u32,
+) -> Result<Verdict, Halt> {
+    let reason = format!(
+        "no successful tool call touched {} named in the goal",
+        untouched.join(", ")
+    );
+    let (applied, ()) = cx
+        .journal
+        .record(|state| {
+            state.phase = if state.phase == Phase::Direct {
+                Phase::Direct
+            } else {
+                Phase::Verify
+            };
+            let record = Record::event(
+                VERIFIER_DECIDED,
+                json!({"verified": false, "reason": reason, "attempt": attempt,
+                       "evidence": "programmatic", "untouched": untouched}),
+            );
+            Ok((record, ()))
+        })
+        .await?;
+    Ok(Verdict {
+        verified: Some(false),
+        reason,
+        seq: applied.last_seq,
+    })
+}
+
+/// The goal's named targets that no successful tool call's arguments mention (as a word,
+/// ignoring case: `a/config.py` touches `A`).
+pub fn untouched_targets(goal: &str, state: &TaskState) -> Vec<String> {
+    let targets = goal_targets(goal);
+    if targets.is_empty() {
+        return targets;
+    }
+    let direct = state
+        .direct
+        .as_ref()
+        .and_then(|d| d.get("observations"))
+        .and_then(Value::as_array);
+    let observations = state
+        .runs
+        .values()
+        .flat_map(|run| run.observations.iter())
+        .chain(direct.into_iter().flatten());
+    let mut words: Vec<String> = Vec::new();
+    for observation in observations.filter(|o| o.get("ok") == Some(&Value::Bool(true))) {
+        if let Some(args) = observation.get("args") {
+            collect_words(args, &mut words);
+        }
+    }
+    targets
+        .into_iter()
+        .filter(|t| !words.contains(&t.to_lowercase()))
+        .collect()
+}
+
+fn collect_words(value: &Value, words: &mut Vec<String>) {
+    match value {
+        Value::String(text) => {
+            for word in text.split(|c: char| !(c.is_alphanumeric() || matches!(c, '-' | '_' | '.')))
+            {
+                let word = word.trim_end_matches('.').to_lowercase();
+                // `export.csv` also counts as `export` and `csv`.
+                words.extend(word.split(['.', '-', '_']).map(str::to_string));
+                words.push(word);
+            }
+            words.retain(|w| !w.is_empty());
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_words(v, words)),
+        Value::Object(fields) => fields.values().for_each(|v| collect_words(v, words)),
+        Value::Number(n) => words.push(n.to_string()),
+        _ => {}
+    }
 }
