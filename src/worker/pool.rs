@@ -20,7 +20,7 @@ use crate::clock::Clock;
 use crate::domain::event::{NewEvent, kinds};
 use crate::domain::task::TaskStatus;
 use crate::engine::{Engine, EngineError, RunContext, RunOutcome, StopSignal};
-use crate::store::{Change, Claimed, Commit, Store, Wakeup};
+use crate::store::{Change, Claimed, Commit, Store, Wakeup, retry_transient};
 
 /// Everything a pool needs (the composition root fills the timings from the configuration).
 #[derive(Clone)]
@@ -313,36 +313,19 @@ async fn commit_settlement(
 ) {
     let task_id = lease.task_id;
     let released = change.release;
-    let deadline = tokio::time::Instant::now() + params.lease_ttl;
-    let mut pause = Duration::from_millis(50);
-    loop {
-        match params
+    // Safe to repeat: once a settlement applied, the lease is gone and a repeat is LeaseLost.
+    let committed = retry_transient(params.lease_ttl, || {
+        params
             .store
             .commit(lease, change.clone(), params.clock.now())
-            .await
-        {
-            Ok(Commit::Applied { .. }) if released => {
-                tracing::info!(%task_id, "task released");
-                return;
-            }
-            Ok(Commit::Applied { .. }) => return,
-            Ok(Commit::LeaseLost) => {
-                tracing::info!(%task_id, "lease already lost; nothing to settle");
-                return;
-            }
-            Err(error)
-                if error.is_transient() && tokio::time::Instant::now() + pause < deadline =>
-            {
-                tracing::warn!(%task_id, %error, retry_in_ms = pause.as_millis() as u64, "could not settle task; retrying");
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(1));
-            }
-            // The lease will expire and the reaper requeues the task.
-            Err(error) => {
-                tracing::error!(%task_id, %error, "could not settle task");
-                return;
-            }
-        }
+    })
+    .await;
+    match committed {
+        Ok(Commit::Applied { .. }) if released => tracing::info!(%task_id, "task released"),
+        Ok(Commit::Applied { .. }) => {}
+        Ok(Commit::LeaseLost) => tracing::info!(%task_id, "lease already lost; nothing to settle"),
+        // The lease will expire and the reaper requeues the task.
+        Err(error) => tracing::error!(%task_id, %error, "could not settle task"),
     }
 }
 
