@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use crate::domain::check::parse_verdict;
 use crate::domain::event::kinds::VERIFIER_DECIDED;
 use crate::domain::gate::goal_targets;
+use crate::domain::plan::MilestoneStatus;
 use crate::engine::Halt;
 use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Attempt, brief};
@@ -145,6 +146,16 @@ pub fn untouched_targets(goal: &str, state: &TaskState) -> Vec<String> {
         if let Some(args) = observation.get("args") {
             collect_words(args, &mut words);
         }
+    }
+    // A milestone that passed its acceptance check vouches for its steps, also when their
+    // observations were never committed (a crash or a store fault between call and commit).
+    let passed = state
+        .plan
+        .iter()
+        .flat_map(|plan| plan.milestones.iter())
+        .filter(|m| m.status == MilestoneStatus::Done);
+    for step in passed.flat_map(|m| m.steps.iter()) {
+        collect_words(&step.args, &mut words);
     }
     targets
         .into_iter()
