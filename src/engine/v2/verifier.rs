@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::domain::check::parse_verdict;
 use crate::domain::event::kinds::VERIFIER_DECIDED;
 use crate::domain::gate::goal_targets;
-use crate::domain::plan::MilestoneStatus;
+use crate::domain::plan::{MilestoneStatus, StepStatus};
 use crate::engine::Halt;
 use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Attempt, brief};
@@ -147,14 +147,19 @@ pub fn untouched_targets(goal: &str, state: &TaskState) -> Vec<String> {
             collect_words(args, &mut words);
         }
     }
-    // A milestone that passed its acceptance check vouches for its steps, also when their
-    // observations were never committed (a crash or a store fault between call and commit).
+    // A milestone that passed its acceptance check vouches for those of its steps that
+    // succeeded, also when their observations are not in this run's record (carried across a
+    // plan version). A step that failed or never ran vouches for nothing: the real model's
+    // acceptance check passes a milestone whose lookup failed.
     let passed = state
         .plan
         .iter()
         .flat_map(|plan| plan.milestones.iter())
         .filter(|m| m.status == MilestoneStatus::Done);
-    for step in passed.flat_map(|m| m.steps.iter()) {
+    for step in passed
+        .flat_map(|m| m.steps.iter())
+        .filter(|s| s.status == StepStatus::Done)
+    {
         collect_words(&step.args, &mut words);
     }
     targets
@@ -179,5 +184,49 @@ fn collect_words(value: &Value, words: &mut Vec<String>) {
         Value::Object(fields) => fields.values().for_each(|v| collect_words(v, words)),
         Value::Number(n) => words.push(n.to_string()),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::plan::Plan;
+
+    fn state_with(step_status: &str, observation_ok: bool) -> TaskState {
+        let plan: Plan = serde_json::from_value(json!({"milestones": [{
+            "id": "m1", "title": "look up B", "effort": 1, "status": "done",
+            "accept": {"type": "verifier", "prompt": "the owner of B is known"},
+            "steps": [{"id": "m1.s1", "tool": "lookup", "args": {"service": "B"},
+                       "status": step_status}],
+        }]}))
+        .unwrap();
+        let mut state = TaskState {
+            plan: Some(plan),
+            ..TaskState::default()
+        };
+        state.run_mut("m1").observations.push(json!({
+            "step": "m1.s1", "tool": "lookup", "args": {"service": "B"}, "ok": observation_ok,
+        }));
+        state
+    }
+
+    const GOAL: &str = "Write a note to the owner of service B";
+
+    #[test]
+    fn a_successful_call_touches_its_target() {
+        assert!(untouched_targets(GOAL, &state_with("done", true)).is_empty());
+    }
+
+    #[test]
+    fn a_passed_milestone_does_not_vouch_for_its_failed_step() {
+        let untouched = untouched_targets(GOAL, &state_with("failed", false));
+        assert_eq!(untouched, vec!["B".to_string()]);
+    }
+
+    #[test]
+    fn a_passed_milestone_vouches_for_its_succeeded_step_without_an_observation() {
+        let mut state = state_with("done", true);
+        state.runs.clear();
+        assert!(untouched_targets(GOAL, &state).is_empty());
     }
 }
