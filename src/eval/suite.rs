@@ -39,6 +39,11 @@ pub struct WorldSettings {
     /// ... plus one token per this many characters of input and of output.
     #[serde(default = "default_chars")]
     pub chars_per_token: u64,
+    /// How far off the model's estimate of a goal's tool calls (a gate feature) may be: the
+    /// estimate is the true count plus a seeded draw uniform in `-gate_noise..=gate_noise`
+    /// (never below 0). 0 gives the gate the ground truth.
+    #[serde(default = "default_gate_noise")]
+    pub gate_noise: u32,
 }
 
 fn default_seed() -> u64 {
@@ -53,6 +58,9 @@ fn default_call_tokens() -> u64 {
 fn default_chars() -> u64 {
     4
 }
+fn default_gate_noise() -> u32 {
+    1
+}
 
 impl Default for WorldSettings {
     fn default() -> Self {
@@ -61,6 +69,7 @@ impl Default for WorldSettings {
             guess_success: default_guess(),
             tokens_per_call: default_call_tokens(),
             chars_per_token: default_chars(),
+            gate_noise: default_gate_noise(),
         }
     }
 }
@@ -126,11 +135,29 @@ pub struct TaskStep {
     pub writes: bool,
     #[serde(default)]
     pub phase: Option<String>,
+    /// Earlier steps that must have happened before this one can (besides those revealing the
+    /// facts it uses): the world refuses a step whose prerequisites have not happened.
+    #[serde(default)]
+    pub after: Vec<String>,
 }
 
 impl TaskStep {
     pub fn phase(&self) -> &str {
         self.phase.as_deref().unwrap_or(&self.id)
+    }
+}
+
+impl SuiteTask {
+    /// The steps that must have happened before `step`: its `after` list and the earlier
+    /// steps revealing the facts its arguments use.
+    pub fn prerequisites(&self, step: &TaskStep) -> BTreeSet<String> {
+        let mut out: BTreeSet<String> = step.after.iter().cloned().collect();
+        let used: BTreeSet<String> = step.args.values().flat_map(|v| fact_refs(v)).collect();
+        let earlier = self.steps.iter().take_while(|s| s.id != step.id);
+        for source in earlier.filter(|s| s.reveals.keys().any(|k| used.contains(k))) {
+            out.insert(source.id.clone());
+        }
+        out
     }
 }
 
@@ -238,6 +265,16 @@ impl Suite {
                             ));
                         }
                     }
+                }
+                if let Some(unknown) = step
+                    .after
+                    .iter()
+                    .find(|a| **a == step.id || !steps.contains(a.as_str()))
+                {
+                    return Err(invalid(
+                        &task.id,
+                        &format!("step {} is after {unknown}, not an earlier step", step.id),
+                    ));
                 }
                 known.extend(step.reveals.keys().map(String::as_str));
             }

@@ -43,6 +43,9 @@ pub struct Record {
     /// Whether the run was verified although the injected fault fired.
     pub recovered: Option<bool>,
     pub repeated_side_effects: u32,
+    /// Calls the world refused because a prerequisite step had not happened yet.
+    #[serde(default)]
+    pub misordered: u32,
 }
 
 impl Record {
@@ -102,6 +105,7 @@ impl Record {
             fault_fired,
             recovered: fault_fired.then_some(verified),
             repeated_side_effects: state.repeated_side_effects,
+            misordered: state.misordered,
         }
     }
 }
@@ -125,6 +129,8 @@ pub struct Aggregate {
     pub faults_fired: u32,
     pub recovered: u32,
     pub repeated_side_effects: u32,
+    #[serde(default)]
+    pub misordered: u32,
     pub gate_direct: u32,
     pub gate_plan: u32,
 }
@@ -148,6 +154,7 @@ impl Aggregate {
             a.faults_fired += u32::from(r.fault_fired);
             a.recovered += u32::from(r.recovered == Some(true));
             a.repeated_side_effects += r.repeated_side_effects;
+            a.misordered += r.misordered;
             match r.gate.as_deref() {
                 Some("direct") => a.gate_direct += 1,
                 Some("plan") => a.gate_plan += 1,

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use super::LOCATE;
+use super::{LOCATE, Receipts};
 use crate::engine::runtime::ports::Purpose;
 use crate::eval::suite::{FaultKind, SuiteTask, TaskStep, fact_refs};
 
@@ -16,6 +16,7 @@ pub(super) struct Mind<'a> {
     pub(super) repeat: u32,
     pub(super) seed: u64,
     pub(super) guess_success: f64,
+    pub(super) gate_noise: u32,
     pub(super) context: String,
     pub(super) facts: BTreeMap<String, String>,
 }
@@ -60,8 +61,14 @@ impl Mind<'_> {
         out
     }
 
+    /// Rule 2: a step is done when its receipt (with the world's nonce) is in context.
     fn done(&self, step: &TaskStep) -> bool {
-        self.sees(&format!("done:{}", step.id))
+        let receipts = Receipts {
+            seed: self.seed,
+            task: &self.task.id,
+            repeat: self.repeat,
+        };
+        self.sees(&receipts.of(&step.id))
     }
 
     /// Rule 3: the calls that carry out `step`, remedies first when a signal is in context.
@@ -155,20 +162,22 @@ impl Mind<'_> {
     /// v2's strategic answer: one milestone per phase, each checked by its last receipt.
     fn plan(&self, tools: &[String]) -> Value {
         let phases = self.phases();
-        let provider = |fact: &str| {
-            phases
+        let phase_of = |step: &str| {
+            self.task
+                .steps
                 .iter()
-                .find(|(_, steps)| steps.iter().any(|s| s.reveals.contains_key(fact)))
-                .map(|(p, _)| p.clone())
+                .find(|s| s.id == step)
+                .map(|s| s.phase().to_string())
         };
         let milestones: Vec<Value> = phases
             .iter()
             .map(|(phase, steps)| {
+                // What must happen first, as the goal and the facts say it: the milestones
+                // holding each step's prerequisites.
                 let deps: BTreeSet<String> = steps
                     .iter()
-                    .flat_map(|s| s.args.values())
-                    .flat_map(|v| fact_refs(v))
-                    .filter_map(|f| provider(&f))
+                    .flat_map(|s| self.task.prerequisites(s))
+                    .filter_map(|p| phase_of(&p))
                     .filter(|p| p != phase)
                     .collect();
                 let last = steps.last().map(|s| s.id.clone()).unwrap_or_default();
@@ -181,6 +190,29 @@ impl Mind<'_> {
         json!({ "milestones": milestones })
     }
 
+    /// The gate's features as a model reads them off the goal: whether it writes and how
+    /// many targets it names are visible in its text; the number of tool calls is an
+    /// estimate, off by a seeded draw within `gate_noise`; the kind is what the goal does,
+    /// never the suite's category.
+    fn gate(&self) -> Value {
+        let writes = self.task.steps.iter().any(|s| s.writes);
+        let spread = i64::from(self.gate_noise);
+        let width = 2 * spread + 1;
+        let offset = (self.draw("gate", 0) * width as f64).floor() as i64 - spread;
+        let estimate = (self.task.steps.len() as i64 + offset.min(spread)).max(0);
+        let kind = match (writes, self.task.steps.is_empty()) {
+            (true, _) => "change",
+            (false, true) => "knowledge",
+            (false, false) => "lookup",
+        };
+        json!({
+            "est_tool_calls": estimate,
+            "touches_writes": writes,
+            "targets": self.task.targets,
+            "goal_kind": kind,
+        })
+    }
+
     /// The answer to one model call, by purpose and (for tactical calls) milestone.
     pub(super) fn reply(
         &self,
@@ -189,12 +221,7 @@ impl Mind<'_> {
         tools: &[String],
     ) -> Value {
         match (purpose, milestone) {
-            (Purpose::Gate, _) => json!({
-                "est_tool_calls": self.task.steps.len(),
-                "touches_writes": self.task.steps.iter().any(|s| s.writes),
-                "targets": self.task.targets,
-                "goal_kind": self.task.category.as_str(),
-            }),
+            (Purpose::Gate, _) => self.gate(),
             (Purpose::Tactical, Some("one_shot")) => json!({"answer": self.answer()}),
             (Purpose::Tactical, Some("reactive")) => match self.next() {
                 Some(calls) => calls.into_iter().next().unwrap_or(Value::Null),

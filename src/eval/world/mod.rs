@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 use super::suite::{Suite, SuiteTask, fact_refs};
 use crate::domain::task::{DEFAULT_TENANT, TaskId};
@@ -40,6 +41,8 @@ use crate::store::Store;
 mod mind;
 mod perform;
 mod specs;
+#[cfg(test)]
+mod tests;
 
 use mind::Mind;
 use perform::{normal, perform};
@@ -64,8 +67,32 @@ pub struct TaskWorld {
     pub gone: bool,
     /// Side-effecting steps performed more than once.
     pub repeated_side_effects: u32,
+    /// Calls refused because a prerequisite step had not happened yet.
+    pub misordered: u32,
     pub model_calls: u32,
     pub tool_calls: u32,
+}
+
+/// The receipts of one task's valid performances: `done:STEP#NONCE`, the nonce drawn from
+/// (seed, task, repeat, step), so only a tool's output carries one and no text a planner wrote
+/// can pass for it ("receipt done:STEP" in a plan's outcome is not a receipt).
+pub(super) struct Receipts<'a> {
+    pub(super) seed: u64,
+    pub(super) task: &'a str,
+    pub(super) repeat: u32,
+}
+
+impl Receipts<'_> {
+    pub(super) fn of(&self, step: &str) -> String {
+        let mut hash = Sha256::new();
+        hash.update(format!(
+            "receipt|{}|{}|{}|{step}",
+            self.seed, self.task, self.repeat
+        ));
+        let digest = hash.finalize();
+        let nonce: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+        format!("done:{step}#{nonce}")
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -226,6 +253,7 @@ impl ModelPort for World {
             repeat: binding.repeat,
             seed: suite.world.seed,
             guess_success: suite.world.guess_success,
+            gate_noise: suite.world.gate_noise,
             context: format!("{}{}", call.prompt, call.input),
             facts,
         };
@@ -249,9 +277,14 @@ impl ToolPort for World {
         let Some(task) = suite.task(&binding.task) else {
             return Err(PortError::new(FailureKind::Permanent, "unbound task"));
         };
+        let receipts = Receipts {
+            seed: suite.world.seed,
+            task: &task.id,
+            repeat: binding.repeat,
+        };
         self.with_world(call.task_id, task, |world| {
             world.tool_calls += 1;
-            perform(task, world, &call.tool, &call.args)
+            perform(task, world, &receipts, (&call.tool, &call.args))
         })
     }
 }
