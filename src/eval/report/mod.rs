@@ -122,6 +122,10 @@ pub struct Aggregate {
     pub false_success: u32,
     pub success_rate: f64,
     pub mean_tokens: f64,
+    /// Every token the strategy spent, over its verified successes (0 when it had none): what
+    /// one verified success costs.
+    #[serde(default)]
+    pub tokens_per_verified: f64,
     pub mean_tool_calls: f64,
     pub mean_model_calls: f64,
     pub mean_wall_ms: f64,
@@ -165,6 +169,9 @@ impl Aggregate {
             let n = f64::from(a.runs);
             a.success_rate = f64::from(a.verified) / n;
             a.mean_tokens = tokens as f64 / n;
+            if a.verified > 0 {
+                a.tokens_per_verified = tokens as f64 / f64::from(a.verified);
+            }
             a.mean_tool_calls = tools as f64 / n;
             a.mean_model_calls = models as f64 / n;
             a.mean_wall_ms = wall as f64 / n;
