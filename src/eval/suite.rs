@@ -44,6 +44,9 @@ pub struct WorldSettings {
     /// (never below 0). 0 gives the gate the ground truth.
     #[serde(default = "default_gate_noise")]
     pub gate_noise: u32,
+    /// Rule 8: a model losing track (`[world.slips]`; none by default).
+    #[serde(default)]
+    pub slips: SlipRates,
 }
 
 fn default_seed() -> u64 {
@@ -70,7 +73,50 @@ impl Default for WorldSettings {
             tokens_per_call: default_call_tokens(),
             chars_per_token: default_chars(),
             gate_noise: default_gate_noise(),
+            slips: Default::default(),
         }
+    }
+}
+
+/// The slip rates of `[world.slips]` (rule 8 of the world, `crate::eval::world::slips`); all 0
+/// (no slips) by default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlipRates {
+    #[serde(default)]
+    pub stop_base: f64,
+    #[serde(default)]
+    pub stop_per_unwritten: f64,
+    #[serde(default)]
+    pub stop_per_kchar: f64,
+    #[serde(default)]
+    pub misorder_per_unwritten: f64,
+}
+
+impl SlipRates {
+    /// The chance a call stops early with `unwritten` pending steps unnamed and `chars` of input.
+    pub fn stop(&self, unwritten: usize, chars: usize) -> f64 {
+        let p = self.stop_base
+            + self.stop_per_unwritten * unwritten as f64
+            + self.stop_per_kchar * chars as f64 / 1000.0;
+        p.clamp(0.0, 1.0)
+    }
+
+    /// The chance a call proposes the step after the next one first.
+    pub fn misorder(&self, unwritten: usize) -> f64 {
+        (self.misorder_per_unwritten * unwritten as f64).clamp(0.0, 1.0)
+    }
+
+    /// Every rate is a probability or a per-unit rate within 0..=1.
+    pub fn valid(&self) -> bool {
+        [
+            self.stop_base,
+            self.stop_per_unwritten,
+            self.stop_per_kchar,
+            self.misorder_per_unwritten,
+        ]
+        .iter()
+        .all(|r| (0.0..=1.0).contains(r))
     }
 }
 
@@ -239,6 +285,12 @@ impl Suite {
         let mut ids = BTreeSet::new();
         if !(0.0..=1.0).contains(&self.world.guess_success) {
             return Err(invalid("world", "guess_success must be within 0..=1"));
+        }
+        if !self.world.slips.valid() {
+            return Err(invalid(
+                "world.slips",
+                "every slip rate must be within 0..=1",
+            ));
         }
         for task in &self.tasks {
             if !ids.insert(task.id.as_str()) {

@@ -20,15 +20,23 @@ pub enum WorldParam {
     Seed,
     TokensPerCall,
     CharsPerToken,
+    StopBase,
+    StopPerUnwritten,
+    StopPerKchar,
+    MisorderPerUnwritten,
 }
 
 impl WorldParam {
-    pub const ALL: [WorldParam; 5] = [
+    pub const ALL: [WorldParam; 9] = [
         WorldParam::GuessSuccess,
         WorldParam::GateNoise,
         WorldParam::Seed,
         WorldParam::TokensPerCall,
         WorldParam::CharsPerToken,
+        WorldParam::StopBase,
+        WorldParam::StopPerUnwritten,
+        WorldParam::StopPerKchar,
+        WorldParam::MisorderPerUnwritten,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -38,6 +46,10 @@ impl WorldParam {
             WorldParam::Seed => "seed",
             WorldParam::TokensPerCall => "tokens_per_call",
             WorldParam::CharsPerToken => "chars_per_token",
+            WorldParam::StopBase => "stop_base",
+            WorldParam::StopPerUnwritten => "stop_per_unwritten",
+            WorldParam::StopPerKchar => "stop_per_kchar",
+            WorldParam::MisorderPerUnwritten => "misorder_per_unwritten",
         }
     }
 
@@ -52,16 +64,23 @@ impl WorldParam {
                     expected: "a whole number >= 0",
                 })
         };
+        let probability = || {
+            (0.0..=1.0)
+                .contains(&value)
+                .then_some(value)
+                .ok_or(SweepError::Value {
+                    param: self.as_str(),
+                    value,
+                    expected: "a probability within 0..=1",
+                })
+        };
         match self {
-            WorldParam::GuessSuccess => {
-                if !(0.0..=1.0).contains(&value) {
-                    return Err(SweepError::Value {
-                        param: self.as_str(),
-                        value,
-                        expected: "a probability within 0..=1",
-                    });
-                }
-                settings.guess_success = value;
+            WorldParam::GuessSuccess => settings.guess_success = probability()?,
+            WorldParam::StopBase => settings.slips.stop_base = probability()?,
+            WorldParam::StopPerUnwritten => settings.slips.stop_per_unwritten = probability()?,
+            WorldParam::StopPerKchar => settings.slips.stop_per_kchar = probability()?,
+            WorldParam::MisorderPerUnwritten => {
+                settings.slips.misorder_per_unwritten = probability()?
             }
             WorldParam::GateNoise => settings.gate_noise = whole()? as u32,
             WorldParam::Seed => settings.seed = whole()?,
@@ -86,7 +105,8 @@ impl FromStr for WorldParam {
 pub enum SweepError {
     #[error(
         "--sweep: unknown world parameter {0:?} (use guess_success, gate_noise, seed, \
-         tokens_per_call or chars_per_token)"
+         tokens_per_call, chars_per_token, stop_base, stop_per_unwritten, stop_per_kchar or \
+         misorder_per_unwritten)"
     )]
     Param(String),
     #[error("--sweep: expected PARAM=V1,V2,... with at least two values, got {0:?}")]

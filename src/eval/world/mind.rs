@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+use super::slips::{Pick, SlipRates};
 use super::{LOCATE, Receipts};
 use crate::engine::runtime::ports::Purpose;
 use crate::eval::suite::{FaultKind, SuiteTask, TaskStep, fact_refs};
@@ -17,6 +18,7 @@ pub(super) struct Mind<'a> {
     pub(super) seed: u64,
     pub(super) guess_success: f64,
     pub(super) gate_noise: u32,
+    pub(super) slips: SlipRates,
     pub(super) context: String,
     pub(super) facts: BTreeMap<String, String>,
 }
@@ -26,7 +28,7 @@ impl Mind<'_> {
         self.context.contains(token)
     }
 
-    fn draw(&self, fact: &str, n: usize) -> f64 {
+    pub(super) fn draw(&self, fact: &str, n: usize) -> f64 {
         let mut hash = Sha256::new();
         hash.update(format!(
             "{}|{}|{}|{}|{}",
@@ -132,13 +134,36 @@ impl Mind<'_> {
                "expected_output": format!("receipt done:{}", step.id)})
     }
 
-    /// Rule 2: the calls for the first step not yet done, or `None` when all are.
+    /// The steps not yet done, in order.
+    fn pending(&self) -> Vec<&TaskStep> {
+        self.task.steps.iter().filter(|s| !self.done(s)).collect()
+    }
+
+    /// Rule 2 (and rule 8's slips): the calls for the first step not yet done, or `None` when
+    /// all are, or when the call stops early.
     fn next(&self) -> Option<Vec<Value>> {
-        self.task
-            .steps
-            .iter()
-            .find(|s| !self.done(s))
-            .map(|s| self.calls_for(s))
+        let pending = self.pending();
+        if pending.is_empty() {
+            return None;
+        }
+        match self.pick(&pending) {
+            Pick::Stop => None,
+            Pick::Step(index) => Some(self.calls_for(pending[index])),
+        }
+    }
+
+    /// A list of the calls for `steps` (all of a scope), cut after the first pending one when
+    /// the call stops early (rule 8).
+    fn list(&self, steps: &[&TaskStep]) -> Vec<Value> {
+        let pending: Vec<&TaskStep> = steps.iter().copied().filter(|s| !self.done(s)).collect();
+        let cut = match pending.first() {
+            Some(first) if self.pick(&pending) == Pick::Stop => {
+                steps.iter().position(|s| s.id == first.id).map(|i| i + 1)
+            }
+            _ => None,
+        };
+        let kept = &steps[..cut.unwrap_or(steps.len())];
+        kept.iter().flat_map(|s| self.calls_for(s)).collect()
     }
 
     fn answer(&self) -> Value {
@@ -232,12 +257,8 @@ impl Mind<'_> {
                 None => json!({"done": true, "answer": self.answer()}),
             },
             (Purpose::Strategic, Some("v1")) => {
-                let steps: Vec<Value> = self
-                    .task
-                    .steps
-                    .iter()
-                    .flat_map(|s| self.calls_for(s))
-                    .collect();
+                let all: Vec<&TaskStep> = self.task.steps.iter().collect();
+                let steps = self.list(&all);
                 if steps.is_empty() {
                     json!({"steps": [], "answer": self.answer()})
                 } else {
@@ -255,8 +276,7 @@ impl Mind<'_> {
                 let pending: Vec<&TaskStep> =
                     steps.iter().copied().filter(|s| !self.done(s)).collect();
                 let chosen = if pending.is_empty() { steps } else { pending };
-                let calls: Vec<Value> = chosen.iter().flat_map(|s| self.calls_for(s)).collect();
-                json!({ "steps": calls })
+                json!({ "steps": self.list(&chosen) })
             }
             (Purpose::Tactical, None) => json!({"steps": []}),
             (Purpose::Verifier, _) => {

@@ -40,6 +40,7 @@ use crate::store::Store;
 
 mod mind;
 mod perform;
+pub mod slips;
 mod specs;
 #[cfg(test)]
 mod tests;
@@ -254,6 +255,7 @@ impl ModelPort for World {
             seed: suite.world.seed,
             guess_success: suite.world.guess_success,
             gate_noise: suite.world.gate_noise,
+            slips: suite.world.slips,
             context: format!("{}{}", call.prompt, call.input),
             facts,
         };

@@ -113,6 +113,7 @@ fn mind<'a>(task: &'a SuiteTask, context: String) -> Mind<'a> {
         seed: 7,
         guess_success: 0.5,
         gate_noise: 1,
+        slips: Default::default(),
         context,
         facts: truth_facts(task),
     }
@@ -167,4 +168,82 @@ fn the_plan_states_every_prerequisite_and_the_gate_estimate_stays_within_its_noi
         assert_eq!(gate["goal_kind"], "change");
     }
     assert!(seen.len() > 1, "the estimate is noisy: {seen:?}");
+}
+
+fn slipping<'a>(
+    task: &'a SuiteTask,
+    context: String,
+    slips: crate::eval::suite::SlipRates,
+) -> Mind<'a> {
+    Mind {
+        slips,
+        ..mind(task, context)
+    }
+}
+
+#[test]
+fn with_every_step_unnamed_a_stopping_model_says_done_and_a_list_is_cut() {
+    let task = vm_task();
+    let always = crate::eval::suite::SlipRates {
+        stop_base: 1.0,
+        ..Default::default()
+    };
+    let reactive = slipping(&task, "{\"goal\": \"...\"}".into(), always);
+    let reply = reactive.reply(Purpose::Tactical, Some("reactive"), &[]);
+    assert_eq!(reply["done"], true, "{reply}");
+    let v1 = reactive.reply(Purpose::Strategic, Some("v1"), &[]);
+    assert_eq!(v1["steps"].as_array().unwrap().len(), 1, "{v1}");
+    // No slips by default: the same call proposes the first step.
+    let calm = mind(&task, "{\"goal\": \"...\"}".into());
+    assert_eq!(
+        calm.reply(Purpose::Tactical, Some("reactive"), &[])["id"],
+        "vm"
+    );
+    assert_eq!(
+        calm.reply(Purpose::Strategic, Some("v1"), &[])["steps"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+}
+
+#[test]
+fn unnamed_pending_steps_raise_the_chances_and_a_refusal_teaches_the_order() {
+    let task = vm_task();
+    let rates = crate::eval::suite::SlipRates {
+        stop_per_unwritten: 0.1,
+        misorder_per_unwritten: 0.5,
+        ..Default::default()
+    };
+    assert!((rates.stop(3, 0) - 0.3).abs() < 1e-9);
+    assert_eq!(rates.misorder(3), 1.0);
+    let bare = slipping(&task, "{\"goal\": \"...\"}".into(), rates);
+    assert_eq!(bare.unwritten(&task.steps.iter().collect::<Vec<_>>()), 3);
+    // A plan in the input names the milestones: nothing is unwritten.
+    let planned = slipping(
+        &task,
+        "{\"milestones\": [{\"id\": \"provision\"}, {\"id\": \"install\"}, {\"id\": \"collect\"}]}"
+            .into(),
+        rates,
+    );
+    assert_eq!(planned.unwritten(&task.steps.iter().collect::<Vec<_>>()), 0);
+    let misorder = crate::eval::suite::SlipRates {
+        misorder_per_unwritten: 1.0,
+        ..Default::default()
+    };
+    let skipping = slipping(&task, "{\"goal\": \"...\"}".into(), misorder);
+    assert_eq!(
+        skipping.reply(Purpose::Tactical, Some("reactive"), &[])["id"],
+        "install"
+    );
+    let taught = slipping(
+        &task,
+        "{\"error\": \"(signal order:install)\"}".into(),
+        misorder,
+    );
+    assert_eq!(
+        taught.reply(Purpose::Tactical, Some("reactive"), &[])["id"],
+        "vm"
+    );
 }
