@@ -17,7 +17,7 @@ use std::sync::Arc;
 use cairn::domain::task::{DEFAULT_TENANT, NewTask, Strategy};
 use cairn::engine::runtime::ports::{ModelCall, ModelPort, Purpose, Repeat, ToolCall, ToolPort};
 use cairn::eval::suite::{Category, Suite, SuiteError};
-use cairn::eval::world::{META_KEY, World};
+use cairn::eval::world::{META_KEY, Verdict, World};
 use cairn::store::Store;
 use cairn::store::sqlite::SqliteStore;
 use serde_json::{Value, json};
@@ -177,4 +177,37 @@ async fn a_fact_in_context_is_known_and_a_guess_does_not_depend_on_the_strategy(
     assert_eq!(world.task_world(id).performed.get("patch"), None);
     // Tokens grow with the context sent.
     assert!(next.tokens > 300);
+}
+
+#[tokio::test]
+async fn a_real_answer_is_judged_against_the_ground_truth_as_it_stands() {
+    let (_file, _store, world, id) = world().await;
+    let blind = json!({"goal": "find the module and patch it", "observations": []});
+    let call = ask(id, Purpose::Tactical, "reactive", blind);
+    let judge = |value: Value| {
+        let world = &world;
+        let call = call.clone();
+        async move { world.judge(&call, &value).await.expect("judged") }
+    };
+    let next = judge(json!({"tool": "search", "args": {"q": "bug"}})).await;
+    assert_eq!((next.pending, next.unwritten), (2, 2));
+    assert_eq!(next.first, Verdict::Next);
+    let later = judge(json!({"tool": "edit", "args": {"path": "src/hidden_module.rs"}})).await;
+    assert_eq!(later.first, Verdict::Later);
+    let wrong = judge(json!({"tool": "edit", "args": {"path": "src/guess.rs"}})).await;
+    assert_eq!(wrong.first, Verdict::WrongArgs);
+    assert_eq!(
+        judge(json!({"tool": "deploy", "args": {}})).await.first,
+        Verdict::Other
+    );
+    let stop = judge(json!({"done": true, "answer": "patched"})).await;
+    assert_eq!(stop.first, Verdict::Stop);
+    // A list covering only the first pending step.
+    let list =
+        judge(json!({"steps": [{"id": "s1", "tool": "search", "args": {"q": "bug"}}]})).await;
+    assert_eq!((list.first, list.covered), (Verdict::Next, Some(1)));
+    let calibration = cairn::eval::trace::calibrate(&[next, later, wrong, stop, list]);
+    assert_eq!(calibration.calls, 5);
+    assert_eq!(calibration.kinds[0].kind, "tactical/reactive");
+    assert_eq!(calibration.kinds[0].stop, 1);
 }

@@ -17,6 +17,7 @@ use crate::engine::runtime::ports::ModelPort;
 use crate::eval::report::Report;
 use crate::eval::runner::{self, EvalError, EvalParams, LiveModel};
 use crate::eval::sweep::{Sweep, SweepPoint, SweepReport};
+use crate::eval::trace::{self, Tracing};
 use crate::eval::world::World;
 use crate::http::{AppState, HttpSettings};
 use crate::llm::{Endpoints, LlmClient, LlmError, Purpose};
@@ -43,13 +44,19 @@ pub async fn evaluate(params: &EvalParams) -> Result<Report, EvalError> {
     std::fs::create_dir_all(&params.out).map_err(|e| EvalError::Io(e.to_string()))?;
     let store = runner::open_store(params).await?;
     let world = World::new(Arc::new(suite.clone()), store.clone());
-    let (world, models): (Arc<World>, Arc<dyn ModelPort>) = match &params.live {
-        Some(live) => (Arc::new(world.with_described_tools()), live.models.clone()),
-        None => {
-            let world = Arc::new(world);
-            (world.clone(), world)
-        }
-    };
+    // A live run judges every real answer against the ground truth (trace.jsonl, slips.md).
+    let (world, models, traced): (Arc<World>, Arc<dyn ModelPort>, Option<Arc<Tracing>>) =
+        match &params.live {
+            Some(live) => {
+                let world = Arc::new(world.with_described_tools());
+                let traced = Arc::new(Tracing::new(live.models.clone(), world.clone()));
+                (world, traced.clone(), Some(traced))
+            }
+            None => {
+                let world = Arc::new(world);
+                (world.clone(), world, None)
+            }
+        };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let pool = WorkerPool::start(PoolParams {
         store: store.clone(),
@@ -77,6 +84,9 @@ pub async fn evaluate(params: &EvalParams) -> Result<Report, EvalError> {
     let _ = stop.send(());
     pool.shutdown(Duration::from_secs(5)).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), http).await;
+    if let Some(traced) = traced {
+        trace::write(&params.out, &traced.judged()).map_err(|e| EvalError::Io(e.to_string()))?;
+    }
     runner::conclude(params, &suite, &outcome?)
 }
 

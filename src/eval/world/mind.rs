@@ -8,8 +8,8 @@ use sha2::{Digest, Sha256};
 
 use super::slips::{Pick, SlipRates};
 use super::{LOCATE, Receipts};
-use crate::engine::runtime::ports::Purpose;
-use crate::eval::suite::{FaultKind, SuiteTask, TaskStep, fact_refs};
+use crate::engine::runtime::ports::{ModelCall, Purpose};
+use crate::eval::suite::{FaultKind, Suite, SuiteTask, TaskStep, fact_refs};
 
 /// What the model can see, and the deterministic draws it makes.
 pub(super) struct Mind<'a> {
@@ -21,6 +21,28 @@ pub(super) struct Mind<'a> {
     pub(super) slips: SlipRates,
     pub(super) context: String,
     pub(super) facts: BTreeMap<String, String>,
+}
+
+impl<'a> Mind<'a> {
+    /// The mind answering (or judged on) `call` about `task`.
+    pub(super) fn new(
+        suite: &Suite,
+        task: &'a SuiteTask,
+        repeat: u32,
+        call: &ModelCall,
+        facts: BTreeMap<String, String>,
+    ) -> Mind<'a> {
+        Mind {
+            task,
+            repeat,
+            seed: suite.world.seed,
+            guess_success: suite.world.guess_success,
+            gate_noise: suite.world.gate_noise,
+            slips: suite.world.slips,
+            context: format!("{}{}", call.prompt, call.input),
+            facts,
+        }
+    }
 }
 
 impl Mind<'_> {
@@ -135,7 +157,7 @@ impl Mind<'_> {
     }
 
     /// The steps not yet done, in order.
-    fn pending(&self) -> Vec<&TaskStep> {
+    pub(super) fn pending(&self) -> Vec<&TaskStep> {
         self.task.steps.iter().filter(|s| !self.done(s)).collect()
     }
 

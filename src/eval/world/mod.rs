@@ -38,6 +38,7 @@ use crate::engine::runtime::ports::{
 };
 use crate::store::Store;
 
+mod judge;
 mod mind;
 mod perform;
 pub mod slips;
@@ -45,6 +46,7 @@ mod specs;
 #[cfg(test)]
 mod tests;
 
+pub use judge::{Judged, Verdict};
 use mind::Mind;
 use perform::{normal, perform};
 
@@ -238,6 +240,29 @@ fn value_text(value: &Value) -> String {
     }
 }
 
+impl World {
+    /// A real model's answer to `call`, judged against the ground truth as it stands
+    /// (`cairn eval --live` traces); `None` for a task of no suite.
+    pub async fn judge(&self, call: &ModelCall, value: &Value) -> Option<Judged> {
+        let (suite, binding) = self.bind(call.task_id).await.ok()?;
+        let task = suite.task(&binding.task)?;
+        let facts = self.with_world(call.task_id, task, |w| w.facts.clone());
+        let mind = Mind::new(&suite, task, binding.repeat, call, facts);
+        let (pending, unwritten, first, covered) = mind.judge(value);
+        Some(Judged {
+            task: task.id.clone(),
+            repeat: binding.repeat,
+            purpose: call.purpose.as_str().to_string(),
+            milestone: call.milestone.clone(),
+            chars: mind.context.len(),
+            pending,
+            unwritten,
+            first,
+            covered,
+        })
+    }
+}
+
 #[async_trait]
 impl ModelPort for World {
     async fn complete(&self, call: ModelCall) -> Result<ModelReply, PortError> {
@@ -249,16 +274,7 @@ impl ModelPort for World {
             w.model_calls += 1;
             w.facts.clone()
         });
-        let mind = Mind {
-            task,
-            repeat: binding.repeat,
-            seed: suite.world.seed,
-            guess_success: suite.world.guess_success,
-            gate_noise: suite.world.gate_noise,
-            slips: suite.world.slips,
-            context: format!("{}{}", call.prompt, call.input),
-            facts,
-        };
+        let mind = Mind::new(&suite, task, binding.repeat, &call, facts);
         let tools: Vec<String> = self.specs.iter().map(|s| s.name.clone()).collect();
         let value = mind.reply(call.purpose, call.milestone.as_deref(), &tools);
         let chars = call.prompt.len() + call.input.to_string().len() + value.to_string().len();
