@@ -190,8 +190,9 @@ fn solve(mut a: [[f64; 3]; 3], mut b: [f64; 3]) -> Option<[f64; 3]> {
         b.swap(col, pivot);
         for row in col + 1..3 {
             let factor = a[row][col] / a[col][col];
-            for k in col..3 {
-                a[row][k] -= factor * a[col][k];
+            let pivot_row = a[col];
+            for (cell, above) in a[row].iter_mut().zip(pivot_row).skip(col) {
+                *cell -= factor * above;
             }
             b[row] -= factor * b[col];
         }
