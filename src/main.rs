@@ -105,6 +105,10 @@ enum KeysAction {
         /// A label to recognise the key by in `cairn keys list`.
         #[arg(long)]
         name: Option<String>,
+        /// Only when the store holds no key yet (a first-start bootstrap step); otherwise
+        /// print nothing and succeed.
+        #[arg(long)]
+        if_no_keys: bool,
     },
     /// List keys: id, tenant, scopes, name, created, revoked (never a secret).
     List,
@@ -316,7 +320,12 @@ async fn keys_action(
             tenant,
             scopes,
             name,
+            if_no_keys,
         } => {
+            if if_no_keys && store.has_api_keys().await? {
+                eprintln!("cairn keys: the store already holds a key; none created");
+                return Ok(());
+            }
             let generated = keys::generate_key(&tenant, keys::parse_scopes(&scopes)?, name)?;
             let key = store.create_api_key(generated.new, clock.now()).await?;
             println!("{}", generated.token.expose());

@@ -424,6 +424,35 @@ fn every_documented_route_has_an_access_rule_and_a_recipe() {
         );
         let _ = recipe(&method, &path, uuid::Uuid::nil(), "g");
     }
+    // The document says what the server enforces: a bearer scheme, and on every protected
+    // operation its security requirement and the 401/403 problems.
+    let document = serde_json::to_value(cairn::http::openapi()).expect("document");
+    let schemes = &document["components"]["securitySchemes"];
+    assert_eq!(schemes["bearer"]["scheme"], "bearer", "{schemes}");
+    for (method, path, scope) in EXPECTED {
+        let operation = &document["paths"][path][method.to_ascii_lowercase()];
+        let responses = &operation["responses"];
+        let security = operation["security"].as_array();
+        match scope {
+            Some(scope) => {
+                assert!(
+                    responses.get("401").is_some() && responses.get("403").is_some(),
+                    "{method} {path}"
+                );
+                let named = security
+                    .is_some_and(|s| s.iter().any(|r| r["bearer"][0] == scope_name(*scope)));
+                assert!(named, "{method} {path}: {security:?}");
+            }
+            None => assert!(
+                security.is_none() && responses.get("401").is_none(),
+                "{method} {path}"
+            ),
+        }
+    }
+}
+
+fn scope_name(scope: Scope) -> &'static str {
+    scope.as_str()
 }
 
 /// Dev mode: no key in the store, every request is tenant `default`; the first key ends it
