@@ -13,6 +13,8 @@
 )]
 
 mod common;
+#[path = "auth_matrix/flows.rs"]
+mod flows;
 #[path = "auth_matrix/support.rs"]
 mod support;
 
@@ -23,7 +25,7 @@ use cairn::http::auth::{Access, AuthMode, AuthSetting, access, start_mode};
 use cairn::store::Store;
 use cairn::store::keys::Scope;
 use serde_json::Value;
-use support::{ACME_MARK, Fixture, operations, recipe};
+use support::{ACME_MARK, Fixture, call, operations, problem_type, recipe};
 
 async fn sqlite() -> (Arc<dyn Store>, common::TestSqlite) {
     let (db, store) = common::sqlite_store().await;
@@ -37,25 +39,6 @@ async fn postgres() -> (Arc<dyn Store>, common::TestPg) {
         .expect("pg");
     store.migrate().await.expect("migrate");
     (Arc::new(store), db)
-}
-
-/// Status and body of one call.
-async fn call(
-    f: &Fixture,
-    method: &str,
-    path: &str,
-    key: Option<&str>,
-    body: Option<Value>,
-) -> (u16, String, reqwest::header::HeaderMap) {
-    let response = f.send(method, path, key, body).await;
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    (status, response.text().await.expect("body"), headers)
-}
-
-fn problem_type(body: &str) -> String {
-    let value: Value = serde_json::from_str(body).unwrap_or(Value::Null);
-    value["type"].as_str().unwrap_or_default().to_string()
 }
 
 /// The task a route is called on: a fresh one for cancel (so every case finds it queued), a
@@ -234,167 +217,10 @@ async fn matrix(store: Arc<dyn Store>) {
     }
     assert_eq!(leaks, Vec::<String>::new(), "cross-tenant reads");
     assert!(cases >= 8 * 17, "only {cases} cases ran");
-    cross_tenant_lists_and_stats(&f).await;
-    audit_and_revocation(&f).await;
-    stream_tokens(&f).await;
+    flows::cross_tenant_lists_and_stats(&f).await;
+    flows::audit_and_revocation(&f).await;
+    flows::stream_tokens(&f).await;
     f.stop().await;
-}
-
-async fn cross_tenant_lists_and_stats(f: &Fixture) {
-    let (status, text, _) =
-        call(f, "GET", "/v1/tasks?limit=50", Some(&f.keys.beta_all), None).await;
-    assert_eq!(status, 200);
-    assert!(
-        !text.contains(ACME_MARK) && !text.contains(&f.task.to_string()),
-        "{text}"
-    );
-    let (status, text, _) = call(
-        f,
-        "GET",
-        "/v1/tasks?limit=50",
-        Some(&f.keys.acme_read),
-        None,
-    )
-    .await;
-    assert_eq!(status, 200);
-    assert!(
-        text.contains(&f.task.to_string()),
-        "the owner lists its task"
-    );
-    // Another tenant's statistics need admin.
-    let (status, _, _) = call(
-        f,
-        "GET",
-        "/v1/stats?tenant=beta",
-        Some(&f.keys.acme_read),
-        None,
-    )
-    .await;
-    assert_eq!(status, 403);
-    let (status, _, _) = call(
-        f,
-        "GET",
-        "/v1/stats/gate?tenant=acme",
-        Some(&f.keys.acme_read),
-        None,
-    )
-    .await;
-    assert_eq!(status, 200, "naming one's own tenant is fine");
-    let (status, _, _) = call(
-        f,
-        "GET",
-        "/v1/stats?tenant=acme",
-        Some(&f.keys.beta_all),
-        None,
-    )
-    .await;
-    assert_eq!(status, 200, "admin reads any tenant's statistics");
-    // The same Idempotency-Key in two tenants names two tasks.
-    let mut ids = Vec::new();
-    for key in [&f.keys.acme_all, &f.keys.beta_all] {
-        let response = f
-            .client
-            .post(format!("{}/v1/tasks", f.base))
-            .bearer_auth(key)
-            .header("idempotency-key", "same-key")
-            .json(&support::task_body("g"))
-            .send()
-            .await
-            .expect("post");
-        assert_eq!(response.status(), 202, "a first use in each tenant");
-        let task: Value = response.json().await.expect("task");
-        ids.push((task["id"].clone(), task["tenant_id"].clone()));
-    }
-    assert_ne!(ids[0].0, ids[1].0);
-    assert_eq!(
-        (ids[0].1.as_str(), ids[1].1.as_str()),
-        (Some("acme"), Some("beta"))
-    );
-}
-
-async fn audit_and_revocation(f: &Fixture) {
-    let task = f.new_acme_task().await;
-    let cancel = format!("/v1/tasks/{task}/cancel");
-    let (status, _, _) = call(f, "POST", &cancel, Some(&f.keys.acme_all), None).await;
-    assert_eq!(status, 200);
-    let events = f
-        .store
-        .list_events("acme", task, 0, 100)
-        .await
-        .expect("events");
-    let by = |kind: &str| {
-        events
-            .iter()
-            .find(|e| e.kind == kind)
-            .map(|e| e.data["by"].clone())
-    };
-    assert_eq!(
-        by("task.created"),
-        Some(Value::from(f.keys.acme_all_id.clone()))
-    );
-    assert_eq!(
-        by("task.cancelled"),
-        Some(Value::from(f.keys.acme_all_id.clone()))
-    );
-    let all = serde_json::to_string(&events).expect("json");
-    let secret = f.keys.acme_all.rsplit('_').next().expect("secret");
-    assert!(!all.contains(secret), "no secret in events");
-    // A revoke takes effect on the very next request (keys are not cached).
-    let (status, _, _) = call(f, "GET", "/v1/tasks", Some(&f.keys.acme_read), None).await;
-    assert_eq!(status, 200);
-    let (id, _) = cairn::store::keys::parse_key(&f.keys.acme_read).expect("key");
-    f.store
-        .revoke_api_key(id, f.clock.now())
-        .await
-        .expect("revoke");
-    let (status, _, _) = call(f, "GET", "/v1/tasks", Some(&f.keys.acme_read), None).await;
-    assert_eq!(status, 401);
-}
-
-async fn stream_tokens(f: &Fixture) {
-    let other = f.new_acme_task().await;
-    let issue = format!("/v1/tasks/{}/stream-token", f.task);
-    let (status, text, _) = call(f, "POST", &issue, Some(&f.keys.acme_all), None).await;
-    assert_eq!(status, 201, "{text}");
-    let view: Value = serde_json::from_str(&text).expect("token");
-    let token = view["token"].as_str().expect("token").to_string();
-    assert!(!token.contains(&f.keys.acme_all), "a token is not the key");
-    let events = |task: uuid::Uuid, token: &str| format!("/v1/tasks/{task}/events?token={token}");
-    let (status, text, _) = call(f, "GET", &events(f.task, &token), None, None).await;
-    assert_eq!(status, 200, "{text}");
-    assert!(text.contains("task.created"));
-    let url = view["url"].as_str().expect("url");
-    assert_eq!(
-        call(f, "GET", url, None, None).await.0,
-        200,
-        "the url works as given"
-    );
-    // Only for its task, never on another route, never an API key in the URL.
-    assert_eq!(
-        call(f, "GET", &events(other, &token), None, None).await.0,
-        401
-    );
-    let task_path = format!("/v1/tasks/{}?token={token}", f.task);
-    assert_ne!(call(f, "GET", &task_path, None, None).await.0, 200);
-    assert_eq!(
-        call(f, "GET", &events(f.task, &f.keys.acme_all), None, None)
-            .await
-            .0,
-        401
-    );
-    // Another tenant cannot get one for acme's task.
-    assert_eq!(
-        call(f, "POST", &issue, Some(&f.keys.beta_all), None)
-            .await
-            .0,
-        404
-    );
-    // Expired after five minutes.
-    f.clock.advance(chrono::Duration::seconds(301));
-    assert_eq!(
-        call(f, "GET", &events(f.task, &token), None, None).await.0,
-        401
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -222,3 +222,22 @@ pub fn operations() -> Vec<(String, String)> {
     }
     out
 }
+
+/// Status and body of one call.
+pub async fn call(
+    f: &Fixture,
+    method: &str,
+    path: &str,
+    key: Option<&str>,
+    body: Option<Value>,
+) -> (u16, String, reqwest::header::HeaderMap) {
+    let response = f.send(method, path, key, body).await;
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, response.text().await.expect("body"), headers)
+}
+
+pub fn problem_type(body: &str) -> String {
+    let value: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    value["type"].as_str().unwrap_or_default().to_string()
+}
