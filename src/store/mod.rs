@@ -291,7 +291,13 @@ pub trait Store: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> Result<Vec<TaskId>, StoreError>;
 
-    async fn get_receipt(&self, idempotency_key: &str) -> Result<Option<ToolReceipt>, StoreError>;
+    /// The receipt of `task_id`'s call with this key (a key another task holds is not this
+    /// task's: receipts are scoped by task, and so by tenant).
+    async fn get_receipt(
+        &self,
+        task_id: TaskId,
+        idempotency_key: &str,
+    ) -> Result<Option<ToolReceipt>, StoreError>;
 
     /// Stores a receipt; if one already exists for the key, keeps and returns the first.
     async fn put_receipt(

@@ -215,8 +215,12 @@ impl Store for PgStore {
         lease::reclaim(&self.pool, &self.hints, prefix, now).await
     }
 
-    async fn get_receipt(&self, idempotency_key: &str) -> Result<Option<ToolReceipt>, StoreError> {
-        history::receipt(&self.pool, idempotency_key).await
+    async fn get_receipt(
+        &self,
+        task_id: TaskId,
+        idempotency_key: &str,
+    ) -> Result<Option<ToolReceipt>, StoreError> {
+        history::receipt(&self.pool, task_id, idempotency_key).await
     }
 
     async fn put_receipt(
