@@ -9,18 +9,22 @@
 //! - [`stats`]: planner telemetry and the gate's decisions with outcomes;
 //! - [`tools`]: the registered tools;
 //! - [`health`]: `/healthz`, `/readyz`, `/openapi.json`;
-//! - [`extract`]: extractors and fallbacks that turn every rejection into a problem.
+//! - [`extract`]: extractors and fallbacks that turn every rejection into a problem;
+//! - [`limits`], [`guard`], [`conn`]: timeouts, connection, rate and stream limits.
 //!
 //! Every request is scoped to [`crate::domain::task::DEFAULT_TENANT`] until API keys map
 //! requests to tenants.
 
+pub mod conn;
 pub mod cursor;
 pub mod error;
 pub mod events;
 pub mod extract;
+pub mod guard;
 pub mod health;
 pub mod idempotency;
 pub mod ledger;
+pub mod limits;
 pub mod plan_diff;
 pub mod plans;
 pub mod rollout;
@@ -31,5 +35,6 @@ pub mod stats;
 pub mod tasks;
 pub mod tools;
 
+pub use limits::HttpLimits;
 pub use router::{openapi, openapi_json, router, serve};
 pub use state::{AppState, HttpSettings, ShutdownSignal};
