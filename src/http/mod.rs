@@ -25,6 +25,7 @@ pub mod health;
 pub mod idempotency;
 pub mod ledger;
 pub mod limits;
+pub mod limits_doc;
 pub mod plan_diff;
 pub mod plans;
 pub mod rollout;

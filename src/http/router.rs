@@ -68,9 +68,11 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(health::openapi))
 }
 
-/// The OpenAPI document of [`router`].
+/// The OpenAPI document of [`router`], with the answers of its limits on every route.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    api_routes().into_openapi()
+    let mut document = api_routes().into_openapi();
+    super::limits_doc::document_limits(&mut document);
+    document
 }
 
 /// The OpenAPI document as pretty JSON: what `cairn openapi` prints and `openapi/openapi.json`
@@ -92,7 +94,8 @@ fn render(document: &utoipa::openapi::OpenApi) -> String {
 
 /// The whole HTTP surface.
 pub fn router(state: AppState) -> Router {
-    let (api, document) = api_routes().split_for_parts();
+    let (api, mut document) = api_routes().split_for_parts();
+    super::limits_doc::document_limits(&mut document);
     let document = OpenApiDocument(Arc::new(render(&document)));
     api.method_not_allowed_fallback(extract::method_not_allowed)
         .fallback(extract::not_found)
