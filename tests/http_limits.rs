@@ -193,6 +193,24 @@ async fn a_client_over_its_rate_gets_429_with_retry_after_while_another_is_serve
     assert_problem(post.expect("POST"), 429, "/problems/rate-limited").await;
     let tasks: serde_json::Value = other.get(&url).send().await.unwrap().json().await.unwrap();
     assert_eq!(tasks["items"].as_array().map(Vec::len), Some(0));
+    // The refused request's body is read, so its keep-alive connection carries the next one.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+    let mut conn = socket.connect(addr_of(&server)).await.expect("connect");
+    let body = task_body("over the rate").to_string();
+    let post = format!(
+        "POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let answer = raw_exchange(&mut conn, post.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
+    assert!(
+        !answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+    let probe = raw_exchange(&mut conn, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    assert!(probe.starts_with("HTTP/1.1 200"), "{probe}");
     server.shutdown().await;
     db.drop().await;
 }

@@ -6,7 +6,13 @@
 //! ([`Rejection`]).
 //!
 //! "Client" is what [`client_key`] says: the peer's IP address until API keys exist, then the
-//! key's id. Every limiter here is keyed through that one function.
+//! key's id. Every limiter here is keyed through that one function. (Once it reads the
+//! `Principal`, the authentication layer must run before this one: this layer is the
+//! router's outermost, so the auth layer goes outside it, or the rate and stream checks move
+//! below auth.)
+//!
+//! A request refused before its handler ran has its small body read first, so a keep-alive
+//! client can send its next request on the same connection.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -19,7 +25,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::header;
+use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock, DefaultClock};
@@ -140,13 +146,13 @@ impl Drop for StreamSlot {
 /// The middleware (see the module docs).
 pub async fn limit(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
     if let Err(rejection) = check_head(&guard.limits, &request) {
-        return rejection.into_response();
+        return refuse(request, rejection).await;
     }
     let client = client_key(&request);
     if !UNLIMITED_PATHS.contains(&request.uri().path())
         && let Err(rejection) = guard.admit(&client)
     {
-        return rejection.into_response();
+        return refuse(request, rejection).await;
     }
     let body_timeout = guard.limits.body_timeout();
     let expired = Arc::new(AtomicBool::new(false));
@@ -164,7 +170,10 @@ pub async fn limit(State(guard): State<Arc<Guard>>, request: Request, next: Next
     };
     if expired.load(Ordering::Acquire) {
         // The handler saw a body error and answered 400 or 413; the cause was the deadline.
-        return Rejection::BodyTimeout(body_timeout).into_response();
+        // The rest of the body may still come: this connection cannot carry another request.
+        let mut response = Rejection::BodyTimeout(body_timeout).into_response();
+        response.headers_mut().insert(header::CONNECTION, CLOSE);
+        return response;
     }
     if !is_event_stream(&response) {
         return response;
@@ -181,6 +190,24 @@ pub async fn limit(State(guard): State<Arc<Guard>>, request: Request, next: Next
         }),
     }
 }
+
+/// A refused request's small body is read first (at most [`DRAIN_MAX`] bytes within
+/// [`DRAIN_WAIT`]), so the connection stays usable; otherwise the answer says `Connection:
+/// close`, and the client knows not to send the next request on it.
+async fn refuse(request: Request, rejection: Rejection) -> Response {
+    let mut response = rejection.into_response();
+    if http_body::Body::size_hint(request.body()).exact() != Some(0) {
+        let body = axum::body::to_bytes(request.into_body(), DRAIN_MAX);
+        if !matches!(tokio::time::timeout(DRAIN_WAIT, body).await, Ok(Ok(_))) {
+            response.headers_mut().insert(header::CONNECTION, CLOSE);
+        }
+    }
+    response
+}
+
+const DRAIN_MAX: usize = 64 * 1024;
+const DRAIN_WAIT: Duration = Duration::from_secs(1);
+const CLOSE: HeaderValue = HeaderValue::from_static("close");
 
 fn is_event_stream(response: &Response) -> bool {
     response
