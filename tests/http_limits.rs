@@ -332,6 +332,38 @@ async fn oversized_targets_and_heads_are_problems() {
         "/problems/headers-too-large",
     )
     .await;
+    // Past hyper's own limits (a 64 KiB target, 100 headers) and for a head that is not HTTP,
+    // hyper answers by itself; that answer is a problem too.
+    let huge = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(70_000));
+    let crowded = format!(
+        "GET / HTTP/1.1\r\nHost: x\r\n{}\r\n",
+        (0..120)
+            .map(|n| format!("x-{n}: v\r\n"))
+            .collect::<String>()
+    );
+    for (request, status, kind) in [
+        (huge, 414, "/problems/uri-too-long"),
+        (crowded, 431, "/problems/headers-too-large"),
+        (
+            "NOT\x01HTTP\r\n\r\n".to_string(),
+            400,
+            "/problems/bad-request",
+        ),
+    ] {
+        let mut conn = TcpStream::connect(addr_of(&server)).await.expect("connect");
+        let answer = raw_exchange(&mut conn, request.as_bytes()).await;
+        let (head, body) = answer.split_once("\r\n\r\n").expect("a whole answer");
+        assert!(head.starts_with(&format!("HTTP/1.1 {status} ")), "{head}");
+        assert!(
+            head.contains("content-type: application/problem+json"),
+            "{head}"
+        );
+        let problem: serde_json::Value = serde_json::from_str(body).expect("problem JSON");
+        assert_eq!(
+            (problem["status"].as_u64(), problem["type"].as_str()),
+            (Some(status), Some(kind))
+        );
+    }
     // The same connection pool goes on working: nothing above closed the server's side.
     assert_eq!(server.get("/healthz").await.status(), 200);
     server.shutdown().await;

@@ -14,10 +14,8 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
@@ -26,12 +24,12 @@ use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use tower::ServiceExt;
 
+use super::conn_io::Socket;
 use super::guard::HoldingBody;
 use super::limits::{HttpLimits, Rejection};
 
@@ -264,10 +262,10 @@ impl Connection {
                 )
             }
         });
-        let io = TokioIo::new(Heard {
-            inner: tcp,
-            state: self.state.clone(),
-        });
+        let heard = self.state.clone();
+        let io = TokioIo::new(Socket::new(tcp, move || {
+            heard.heard.store(true, Ordering::Release)
+        }));
         let conn = self.builder.serve_connection(io, service);
         tokio::pin!(conn);
         let mut draining = false;
@@ -307,56 +305,5 @@ async fn idle_expired(state: &ConnState, tracker: &Tracker, timeout: Duration) {
             timeout_ms
         };
         tokio::time::sleep(Duration::from_millis(wait_ms.max(1))).await;
-    }
-}
-
-/// The socket, noting when bytes arrive on an idle connection.
-struct Heard {
-    inner: TcpStream,
-    state: Arc<ConnState>,
-}
-
-impl AsyncRead for Heard {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if buf.filled().len() > before {
-            self.state.heard.store(true, Ordering::Release);
-        }
-        polled
-    }
-}
-
-impl AsyncWrite for Heard {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
     }
 }

@@ -64,6 +64,8 @@ pub mod codes {
     pub const RATE_LIMITED: &str = "/problems/rate-limited";
     /// This client already holds `http.sse_per_client` live event streams (429).
     pub const TOO_MANY_STREAMS: &str = "/problems/too-many-streams";
+    /// The request is not HTTP/1.1 that the server can parse (400; the connection closes).
+    pub const BAD_REQUEST: &str = "/problems/bad-request";
     /// The server holds `http.max_connections` busy connections (503, `Retry-After`).
     pub const OVERLOADED: &str = "/problems/overloaded";
 }

@@ -11,8 +11,9 @@
 //!   and the per-client cap on live event streams (429).
 //!
 //! hyper keeps its own, larger, limits (a request head over about 400 KiB, more than 100 headers,
-//! a URI over 64 KiB); this module's checks sit below them so that a client sees a problem, not
-//! hyper's empty answer. hyper closes the connection after a head it cannot parse.
+//! a URI over 64 KiB); this module's checks sit below them, so a client meets these first and
+//! the connection stays open. Past hyper's limits, or for a head that is not HTTP, hyper answers
+//! by itself and closes; [`super::conn_io`] turns that empty answer into a problem as well.
 
 use std::time::Duration;
 

@@ -16,6 +16,7 @@
 //! requests to tenants.
 
 pub mod conn;
+mod conn_io;
 pub mod cursor;
 pub mod error;
 pub mod events;
