@@ -262,3 +262,48 @@ pub async fn request_timeout_scenario() {
     server.shutdown().await;
     db.drop_database().await;
 }
+
+/// `cairn serve` under `ulimit -n 1024` with 1,100 idle sockets open: the oldest idle ones are
+/// shed, `/healthz` answers at once and a real request works.
+pub async fn descriptor_flood_scenario() {
+    let db = crate::common::TestSqlite::create();
+    let serve = serve_with_fd_limit(
+        &db.path,
+        1_024,
+        &[
+            ("CAIRN_HTTP_HEADER_TIMEOUT_MS", "60000"),
+            ("CAIRN_HTTP_IDLE_TIMEOUT_MS", "60000"),
+        ],
+    )
+    .await;
+    let mut idle = Vec::with_capacity(1_100);
+    for _ in 0..1_100 {
+        idle.push(TcpStream::connect(serve.addr).await.expect("connect"));
+    }
+    let started = Instant::now();
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let response = client
+        .get(format!("http://{}/healthz", serve.addr))
+        .send()
+        .await
+        .expect("/healthz answers with every descriptor taken");
+    assert_eq!(response.status(), 200);
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < Duration::from_secs(5),
+        "answered after {elapsed:?}"
+    );
+    // The server is still itself: a real request works.
+    let created = client
+        .post(format!("http://{}/v1/tasks", serve.addr))
+        .json(&task_body("after the flood"))
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(created.status(), 202);
+    drop(idle);
+    serve.terminate().await;
+}
