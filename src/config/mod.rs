@@ -100,6 +100,9 @@ pub struct Config {
     /// Model endpoints by purpose: `gate`, `strategic`, `tactical`, `verifier`. Missing purposes
     /// use `default`; with no endpoint at all, cairn runs against its built-in simulator.
     pub llm: BTreeMap<String, LlmEndpoint>,
+    /// API key authentication (`CAIRN_AUTH`): `auto` (keys once the store holds one; until then
+    /// dev mode on a loopback address, refusal to start on any other), `on`, or `off`.
+    pub auth: crate::http::auth::AuthSetting,
 }
 
 impl Default for Config {
@@ -130,6 +133,7 @@ impl Default for Config {
             llm_timeout_ms: 120_000,
             engine: crate::domain::settings::EngineSettings::default(),
             llm: BTreeMap::new(),
+            auth: crate::http::auth::AuthSetting::Auto,
         }
     }
 }
@@ -161,6 +165,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_ENGINE_REPAIR_AT", "engine.pressure_frac"),
     ("CAIRN_ENGINE_MAX_PARALLEL", "engine.max_parallel"),
     ("CAIRN_DB_ACQUIRE_TIMEOUT_MS", "db_acquire_timeout_ms"),
+    ("CAIRN_AUTH", "auth"),
 ];
 
 pub use limits::HTTP_ENV_VARS;

@@ -12,11 +12,13 @@
 //! - [`extract`]: extractors and fallbacks that turn every rejection into a problem;
 //! - [`limits`], [`guard`], [`conn`]: timeouts, connection, rate and stream limits.
 //!
-//! Every request is scoped to [`crate::domain::task::DEFAULT_TENANT`] until API keys map
-//! requests to tenants.
+//! Every protected route is scoped to the tenant of the caller's API key ([`auth`]).
 
 pub mod conn;
 mod conn_io;
+pub mod auth;
+pub mod auth_doc;
+mod auth_start;
 pub mod cursor;
 pub mod error;
 pub mod events;
@@ -34,6 +36,7 @@ pub mod router;
 pub mod shadow;
 pub mod state;
 pub mod stats;
+pub mod stream_token;
 pub mod tasks;
 pub mod tools;
 

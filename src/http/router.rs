@@ -25,7 +25,8 @@ use super::guard::{self, Guard};
 use super::health::OpenApiDocument;
 use super::state::{AppState, ShutdownSignal};
 use super::{
-    events, extract, health, ledger, plan_diff, plans, rollout, shadow, stats, tasks, tools,
+    auth, auth_doc, events, extract, health, ledger, plan_diff, plans, rollout, shadow, stats,
+    stream_token, tasks, tools,
 };
 
 #[derive(OpenApi)]
@@ -56,6 +57,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(tasks::get_task))
         .routes(routes!(tasks::cancel_task))
         .routes(routes!(events::task_events))
+        .routes(routes!(stream_token::create))
         .routes(routes!(plans::list_plans))
         .routes(routes!(plans::get_plan))
         .routes(routes!(tools::list_tools))
@@ -72,6 +74,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut document = api_routes().into_openapi();
     super::limits_doc::document_limits(&mut document);
+    auth_doc::describe(&mut document);
     document
 }
 
@@ -96,8 +99,12 @@ fn render(document: &utoipa::openapi::OpenApi) -> String {
 pub fn router(state: AppState) -> Router {
     let (api, mut document) = api_routes().split_for_parts();
     super::limits_doc::document_limits(&mut document);
+    auth_doc::describe(&mut document);
     let document = OpenApiDocument(Arc::new(render(&document)));
-    api.method_not_allowed_fallback(extract::method_not_allowed)
+    // Authentication and scopes ([`auth`]): routes only, so unknown paths stay 404s.
+    let guard = axum::middleware::from_fn_with_state(state.clone(), auth::guard);
+    api.route_layer(guard)
+        .method_not_allowed_fallback(extract::method_not_allowed)
         .fallback(extract::not_found)
         .layer(Extension(document))
         .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))

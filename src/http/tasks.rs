@@ -14,8 +14,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::domain::task::{Budget, DEFAULT_TENANT, NewTask, Strategy, Task, TaskStatus};
+use crate::domain::task::{Budget, NewTask, Strategy, Task, TaskStatus};
 use crate::http::AppState;
+use crate::http::auth::Principal;
 use crate::http::error::{ApiError, Problem};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery, parse_task_id};
 use crate::http::{cursor, idempotency};
@@ -155,6 +156,7 @@ fn contains_nul(value: &Value) -> bool {
 )]
 pub async fn create_task(
     State(state): State<AppState>,
+    principal: Principal,
     headers: HeaderMap,
     ApiJson(request): ApiJson<CreateTaskRequest>,
 ) -> Result<Response, ApiError> {
@@ -166,16 +168,21 @@ pub async fn create_task(
     });
     let new = NewTask {
         id: uuid::Uuid::now_v7(),
-        tenant_id: DEFAULT_TENANT.to_string(),
+        tenant_id: principal.tenant.clone(),
         goal: request.goal,
         strategy: request.strategy.unwrap_or_default(),
         budget: request.budget,
         metadata: request.metadata.unwrap_or_else(|| json!({})),
     };
+    let by = Some(principal.key_id.as_str());
     let created = state
         .store
-        .create_task(new, idempotency, state.clock.now())
+        .create_task_by(new, idempotency, by, state.clock.now())
         .await?;
+    if created.created {
+        tracing::info!(key_id = %principal.key_id, tenant = %principal.tenant,
+            task_id = %created.task.id, "task submitted");
+    }
     let status = if created.created {
         StatusCode::ACCEPTED
     } else {
@@ -204,17 +211,19 @@ pub async fn create_task(
 )]
 pub async fn get_task(
     State(state): State<AppState>,
+    principal: Principal,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<Task>, ApiError> {
     let id = parse_task_id(&id)?;
-    Ok(Json(find_task(&state, id).await?))
+    Ok(Json(find_task(&state, &principal.tenant, id).await?))
 }
 
-/// Loads a task of the request's tenant or answers 404.
-pub async fn find_task(state: &AppState, id: uuid::Uuid) -> Result<Task, ApiError> {
+/// Loads a task of the caller's tenant or answers 404; another tenant's task reads exactly like
+/// an unknown id.
+pub async fn find_task(state: &AppState, tenant: &str, id: uuid::Uuid) -> Result<Task, ApiError> {
     state
         .store
-        .get_task(DEFAULT_TENANT, id)
+        .get_task(tenant, id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("task {id} does not exist")))
 }
@@ -254,6 +263,7 @@ pub struct TaskPage {
 )]
 pub async fn list_tasks(
     State(state): State<AppState>,
+    principal: Principal,
     ApiQuery(query): ApiQuery<ListTasksQuery>,
 ) -> Result<Json<TaskPage>, ApiError> {
     let max = state.settings.max_page_size;
@@ -270,7 +280,10 @@ pub async fn list_tasks(
         before,
         limit: limit + 1,
     };
-    let mut items = state.store.list_tasks(DEFAULT_TENANT, &store_query).await?;
+    let mut items = state
+        .store
+        .list_tasks(&principal.tenant, &store_query)
+        .await?;
     let more = items.len() as i64 > limit;
     items.truncate(limit as usize);
     let next_cursor = match items.last() {
@@ -295,15 +308,21 @@ pub async fn list_tasks(
 )]
 pub async fn cancel_task(
     State(state): State<AppState>,
+    principal: Principal,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<Task>, ApiError> {
     let id = parse_task_id(&id)?;
+    let (tenant, by) = (&principal.tenant, Some(principal.key_id.as_str()));
     match state
         .store
-        .cancel_task(DEFAULT_TENANT, id, state.clock.now())
+        .cancel_task_by(tenant, id, by, state.clock.now())
         .await?
     {
-        CancelOutcome::Cancelled(task) => Ok(Json(task)),
+        CancelOutcome::Cancelled(task) => {
+            tracing::info!(key_id = %principal.key_id, tenant = %tenant, task_id = %id,
+                "task cancelled");
+            Ok(Json(task))
+        }
         CancelOutcome::NotFound => Err(ApiError::NotFound(format!("task {id} does not exist"))),
         CancelOutcome::AlreadyTerminal(task) => Err(ApiError::Conflict(format!(
             "task {id} has already ended with status {}; only queued or running tasks can be \
@@ -314,79 +333,5 @@ pub async fn cancel_task(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn request(goal: &str) -> CreateTaskRequest {
-        CreateTaskRequest {
-            goal: goal.into(),
-            budget: Budget {
-                tokens: 1000,
-                tool_calls: 10,
-                wall_ms: 60_000,
-            },
-            strategy: None,
-            metadata: None,
-        }
-    }
-
-    #[test]
-    fn blank_long_or_nul_goals_are_refused() {
-        assert!(request("find the bug").validate().is_ok());
-        for goal in [
-            "",
-            "   \n\t",
-            "a\0b",
-            "\u{200B}\u{200B}",
-            " \u{FEFF}\u{2060} ",
-        ] {
-            assert!(request(goal).validate().is_err(), "{goal:?}");
-        }
-        assert!(request(&"x".repeat(MAX_GOAL_BYTES + 1)).validate().is_err());
-        assert!(request(&"x".repeat(MAX_GOAL_BYTES)).validate().is_ok());
-    }
-
-    #[test]
-    fn every_problem_is_listed() {
-        let mut bad = request("");
-        bad.budget.tokens = 0;
-        bad.metadata = Some(json!([1, 2]));
-        let Err(ApiError::Validation { errors, .. }) = bad.validate() else {
-            panic!("expected a validation error");
-        };
-        assert_eq!(errors.len(), 3, "{errors:?}");
-    }
-
-    #[test]
-    fn metadata_must_be_a_small_object_without_nul() {
-        let mut ok = request("g");
-        ok.metadata = Some(json!({"team": "search"}));
-        assert!(ok.validate().is_ok());
-        for metadata in [
-            json!("text"),
-            json!({"k": "x".repeat(MAX_METADATA_BYTES)}),
-            json!({"k": ["a\u{0}"]}),
-        ] {
-            let mut bad = request("g");
-            bad.metadata = Some(metadata);
-            assert!(bad.validate().is_err());
-        }
-    }
-
-    #[test]
-    fn omitted_defaults_hash_like_explicit_ones() {
-        let implicit = request("g");
-        let mut explicit = request("g");
-        explicit.strategy = Some(Strategy::Auto);
-        explicit.metadata = Some(json!({}));
-        assert_eq!(
-            idempotency::canonical_hash(&implicit.canonical()),
-            idempotency::canonical_hash(&explicit.canonical())
-        );
-        explicit.strategy = Some(Strategy::Direct);
-        assert_ne!(
-            idempotency::canonical_hash(&implicit.canonical()),
-            idempotency::canonical_hash(&explicit.canonical())
-        );
-    }
-}
+#[path = "tasks_tests.rs"]
+mod tests;
