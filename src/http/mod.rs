@@ -14,11 +14,11 @@
 //!
 //! Every protected route is scoped to the tenant of the caller's API key ([`auth`]).
 
-pub mod conn;
-mod conn_io;
 pub mod auth;
 pub mod auth_doc;
 mod auth_start;
+pub mod conn;
+mod conn_io;
 pub mod cursor;
 pub mod error;
 pub mod events;
