@@ -353,6 +353,9 @@ pub struct StoreSettings {
     pub sqlite_path: std::path::PathBuf,
     /// Postgres connection pool size.
     pub max_connections: u32,
+    /// How long an operation waits for a pooled Postgres connection before it fails with a
+    /// transient error (which the API answers 503).
+    pub acquire_timeout_ms: u64,
 }
 
 /// Opens the store the settings ask for: Postgres when `database_url` is set, else the
@@ -360,7 +363,14 @@ pub struct StoreSettings {
 pub async fn open(settings: &StoreSettings) -> Result<std::sync::Arc<dyn Store>, StoreError> {
     Ok(match &settings.database_url {
         Some(url) => std::sync::Arc::new(
-            postgres::PgStore::connect(url.expose(), settings.max_connections).await?,
+            postgres::PgStore::connect_with(
+                url.expose(),
+                postgres::PoolOptions {
+                    max_connections: settings.max_connections,
+                    acquire_timeout: std::time::Duration::from_millis(settings.acquire_timeout_ms),
+                },
+            )
+            .await?,
         ),
         None => std::sync::Arc::new(sqlite::SqliteStore::open(&settings.sqlite_path).await?),
     })
