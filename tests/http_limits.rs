@@ -373,3 +373,8 @@ async fn with_the_database_down_requests_are_503_within_3_seconds() {
 async fn a_request_past_its_time_limit_is_503_timeout() {
     limits_support::request_timeout_scenario().await;
 }
+
+#[tokio::test]
+async fn the_rate_counts_per_api_key_not_per_address() {
+    limits_support::per_key_rate_scenario().await;
+}

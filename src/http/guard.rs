@@ -1,15 +1,14 @@
-//! The router's outermost layer: the per-request limits of [`super::limits::HttpLimits`].
+//! The per-request limits of [`super::limits::HttpLimits`], in two layers.
 //!
-//! In order: the head's size (414, 431), the client's request rate (429 with `Retry-After`),
-//! the body's deadline (408) and the request's time limit (503), and, for a response that is a
-//! live event stream, the client's cap on streams (429). Every answer is a problem
+//! [`limit`], the router's outermost layer: the head's size (414, 431), the body's deadline
+//! (408) and the request's time limit (503). [`per_client`], on the routes inside
+//! authentication: the client's request rate (429 with `Retry-After`) and, for a response that
+//! is a live event stream, the client's cap on streams (429). Every answer is a problem
 //! ([`Rejection`]).
 //!
-//! "Client" is what [`client_key`] says: the peer's IP address until API keys exist, then the
-//! key's id. Every limiter here is keyed through that one function. (Once it reads the
-//! `Principal`, the authentication layer must run before this one: this layer is the
-//! router's outermost, so the auth layer goes outside it, or the rate and stream checks move
-//! below auth.)
+//! "Client" is what [`client_key`] says: the API key's id once authentication has resolved
+//! one, so the limits hold per key wherever its requests come from; the peer's IP address in
+//! dev mode (every request is the same dev principal there).
 //!
 //! A request refused before its handler ran has its small body read first, so a keep-alive
 //! client can send its next request on the same connection.
@@ -32,19 +31,27 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use http_body::{Frame, SizeHint};
 
+use super::auth::{DEV_KEY_ID, Principal};
 use super::limits::{HttpLimits, Rejection, check_head};
 
 /// Who a limit counts against.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ClientKey {
-    /// The peer's address (no API keys yet).
+    /// An API key, by its id.
+    Key(String),
+    /// The peer's address (dev mode: no API keys).
     Peer(IpAddr),
     /// No peer address is known (the router was called without [`super::serve`]).
     Unknown,
 }
 
-/// The client a request counts against. With API keys this becomes the `Principal`'s `key_id`.
+/// The client a request counts against: the authenticated key, else the peer's address.
 pub fn client_key(request: &Request) -> ClientKey {
+    if let Some(principal) = request.extensions().get::<Principal>()
+        && principal.key_id != DEV_KEY_ID
+    {
+        return ClientKey::Key(principal.key_id.clone());
+    }
     request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
@@ -143,15 +150,9 @@ impl Drop for StreamSlot {
     }
 }
 
-/// The middleware (see the module docs).
+/// The outermost middleware: head size, body deadline, request time limit (module docs).
 pub async fn limit(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
     if let Err(rejection) = check_head(&guard.limits, &request) {
-        return refuse(request, rejection).await;
-    }
-    let client = client_key(&request);
-    if !UNLIMITED_PATHS.contains(&request.uri().path())
-        && let Err(rejection) = guard.admit(&client)
-    {
         return refuse(request, rejection).await;
     }
     let body_timeout = guard.limits.body_timeout();
@@ -175,6 +176,18 @@ pub async fn limit(State(guard): State<Arc<Guard>>, request: Request, next: Next
         response.headers_mut().insert(header::CONNECTION, CLOSE);
         return response;
     }
+    response
+}
+
+/// The per-client middleware, inside authentication: request rate, live streams.
+pub async fn per_client(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+    let client = client_key(&request);
+    if !UNLIMITED_PATHS.contains(&request.uri().path())
+        && let Err(rejection) = guard.admit(&client)
+    {
+        return refuse(request, rejection).await;
+    }
+    let response = next.run(request).await;
     if !is_event_stream(&response) {
         return response;
     }

@@ -101,21 +101,24 @@ pub fn router(state: AppState) -> Router {
     super::limits_doc::document_limits(&mut document);
     auth_doc::describe(&mut document);
     let document = OpenApiDocument(Arc::new(render(&document)));
-    // Authentication and scopes ([`auth`]): routes only, so unknown paths stay 404s.
+    // Authentication and scopes ([`auth`]): routes only, so unknown paths stay 404s. The
+    // per-client limits run inside it, so they count against the caller's key.
+    let limits = Guard::new(state.settings.limits.clone());
     let guard = axum::middleware::from_fn_with_state(state.clone(), auth::guard);
-    api.route_layer(guard)
-        .method_not_allowed_fallback(extract::method_not_allowed)
-        .fallback(extract::not_found)
-        .layer(Extension(document))
-        .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
-        .layer(CatchPanicLayer::custom(panic_response))
-        .layer(axum::middleware::from_fn_with_state(
-            Guard::new(state.settings.limits.clone()),
-            guard::limit,
-        ))
-        .layer(axum::middleware::map_response(nosniff))
-        .layer(TraceLayer::new_for_http())
-        .with_state(state)
+    api.route_layer(axum::middleware::from_fn_with_state(
+        limits.clone(),
+        guard::per_client,
+    ))
+    .route_layer(guard)
+    .method_not_allowed_fallback(extract::method_not_allowed)
+    .fallback(extract::not_found)
+    .layer(Extension(document))
+    .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
+    .layer(CatchPanicLayer::custom(panic_response))
+    .layer(axum::middleware::from_fn_with_state(limits, guard::limit))
+    .layer(axum::middleware::map_response(nosniff))
+    .layer(TraceLayer::new_for_http())
+    .with_state(state)
 }
 
 /// Every answer says its content type is the one to trust (`X-Content-Type-Options: nosniff`),

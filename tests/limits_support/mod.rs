@@ -307,3 +307,52 @@ pub async fn descriptor_flood_scenario() {
     drop(idle);
     serve.terminate().await;
 }
+
+/// Two API keys from one address: the request rate counts per key, so one key over its rate
+/// gets 429 while the other, from the same peer, is served.
+pub async fn per_key_rate_scenario() {
+    use cairn::store::keys::{Scope, generate_key};
+    let db = crate::api_support::Db::create().await;
+    let store = db.store().await;
+    let mut tokens = Vec::new();
+    for tenant in ["alpha", "beta"] {
+        let generated = generate_key(tenant, vec![Scope::Read], None).expect("key");
+        store
+            .create_api_key(generated.new, chrono::Utc::now())
+            .await
+            .expect("store key");
+        tokens.push(generated.token.expose().to_string());
+    }
+    let limits = HttpLimits {
+        rate_per_s: 1,
+        rate_burst: 3,
+        ..HttpLimits::default()
+    };
+    let config = Config {
+        http: limits,
+        ..test_config()
+    };
+    let server = TestServer::start(store, config).await;
+    let http = reqwest::Client::new();
+    let url = server.url("/v1/tasks");
+    let get = |token: &str| http.get(&url).bearer_auth(token.to_string()).send();
+    let mut served = 0;
+    let limited = loop {
+        let response = get(&tokens[0]).await.expect("GET");
+        if response.status() == 429 {
+            break response;
+        }
+        assert_eq!(response.status(), 200);
+        served += 1;
+        assert!(served < 10, "a burst of 3 at 1/s never ran out");
+    };
+    assert_problem(limited, 429, "/problems/rate-limited").await;
+    let other = get(&tokens[1]).await.expect("GET");
+    assert_eq!(
+        other.status(),
+        200,
+        "another key from the same address is served"
+    );
+    server.shutdown().await;
+    db.drop().await;
+}
