@@ -11,7 +11,7 @@
 
 use serde_json::{Value, json};
 
-use crate::domain::check::parse_verdict;
+use crate::domain::check::{Check, parse_verdict};
 use crate::domain::event::kinds::VERIFIER_DECIDED;
 use crate::domain::gate::goal_targets;
 use crate::domain::plan::{MilestoneStatus, StepStatus};
@@ -149,23 +149,42 @@ pub fn untouched_targets(goal: &str, state: &TaskState) -> Vec<String> {
     }
     // A milestone that passed its acceptance check vouches for those of its steps that
     // succeeded, also when their observations are not in this run's record (carried across a
-    // plan version). A step that failed or never ran vouches for nothing: the real model's
-    // acceptance check passes a milestone whose lookup failed.
+    // plan version), and for its command checks' arguments. A step that failed or never ran
+    // vouches for nothing: the real model's acceptance check passes a milestone whose lookup
+    // failed.
     let passed = state
         .plan
         .iter()
         .flat_map(|plan| plan.milestones.iter())
         .filter(|m| m.status == MilestoneStatus::Done);
-    for step in passed
-        .flat_map(|m| m.steps.iter())
-        .filter(|s| s.status == StepStatus::Done)
-    {
-        collect_words(&step.args, &mut words);
+    for milestone in passed {
+        let succeeded = milestone
+            .steps
+            .iter()
+            .filter(|s| s.status == StepStatus::Done);
+        for step in succeeded {
+            collect_words(&step.args, &mut words);
+        }
+        // A passed command check is a successful tool call too, and it runs after a resume,
+        // also when the step it checks was performed but its commit was lost to a crash or a
+        // store fault.
+        command_args(&milestone.accept, &mut |args| {
+            collect_words(args, &mut words)
+        });
     }
     targets
         .into_iter()
         .filter(|t| !words.contains(&t.to_lowercase()))
         .collect()
+}
+
+/// The arguments of every command check in `check` (inside `all` too).
+fn command_args(check: &Check, visit: &mut dyn FnMut(&Value)) {
+    match check {
+        Check::Command { args, .. } => visit(args),
+        Check::All { checks } => checks.iter().for_each(|c| command_args(c, visit)),
+        _ => {}
+    }
 }
 
 fn collect_words(value: &Value, words: &mut Vec<String>) {
@@ -221,6 +240,19 @@ mod tests {
     fn a_passed_milestone_does_not_vouch_for_its_failed_step() {
         let untouched = untouched_targets(GOAL, &state_with("failed", false));
         assert_eq!(untouched, vec!["B".to_string()]);
+    }
+
+    #[test]
+    fn a_passed_command_check_vouches_for_its_arguments_when_the_step_commit_was_lost() {
+        let mut state = state_with("pending", false);
+        state.runs.clear();
+        if let Some(plan) = state.plan.as_mut() {
+            plan.milestones[0].accept = serde_json::from_value(json!({
+                "type": "command", "tool": "run", "args": {"cmd": "make test", "cwd": "b"}
+            }))
+            .unwrap();
+        }
+        assert!(untouched_targets(GOAL, &state).is_empty());
     }
 
     #[test]
