@@ -15,6 +15,7 @@
 //! requests to tenants.
 
 pub mod cursor;
+pub mod doc_schemas;
 pub mod error;
 pub mod events;
 pub mod extract;

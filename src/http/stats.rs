@@ -16,6 +16,7 @@ use crate::domain::task::{DEFAULT_TENANT, Task};
 use crate::domain::telemetry::{GateStats, PlannerStats, gate_stats, planner_stats};
 use crate::engine::rollout::RolloutSplit;
 use crate::http::AppState;
+use crate::http::doc_schemas::StoreFailure;
 use crate::http::error::ApiError;
 use crate::store::TaskQuery;
 
@@ -59,7 +60,7 @@ async fn recent_v2_tasks(state: &AppState) -> Result<Vec<Task>, ApiError> {
     get,
     path = "/v1/stats",
     tag = "stats",
-    responses((status = 200, description = "Planner telemetry over the most recent finished tasks.", body = Stats))
+    responses((status = 200, description = "Planner telemetry over the most recent finished tasks.", body = Stats), StoreFailure)
 )]
 pub async fn get_stats(State(state): State<AppState>) -> Result<Json<Stats>, ApiError> {
     Ok(Json(Stats {
@@ -73,7 +74,7 @@ pub async fn get_stats(State(state): State<AppState>) -> Result<Json<Stats>, Api
     get,
     path = "/v1/stats/gate",
     tag = "stats",
-    responses((status = 200, description = "Gate decisions with outcomes over the most recent finished tasks.", body = GateStats))
+    responses((status = 200, description = "Gate decisions with outcomes over the most recent finished tasks.", body = GateStats), StoreFailure)
 )]
 pub async fn get_gate_stats(State(state): State<AppState>) -> Result<Json<GateStats>, ApiError> {
     Ok(Json(gate_stats(&recent_v2_tasks(&state).await?)))
