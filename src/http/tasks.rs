@@ -60,6 +60,7 @@ pub struct CreateTaskRequest {
     )]
     pub goal: String,
     /// The total budget; every unit positive and below its bound.
+    #[serde(deserialize_with = "crate::http::extract::object")]
     pub budget: Budget,
     /// How to run the task; `auto` (the default) lets the gate decide.
     #[serde(default)]
