@@ -29,8 +29,7 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::domain::event::{Event, kinds};
-use crate::http::doc_schemas::EventFrame;
-use crate::http::doc_schemas::StoreFailure;
+use crate::http::doc_schemas::{EventFrame, StoreFailure};
 use crate::http::error::{ApiError, Problem};
 use crate::http::extract::{ApiPath, ApiQuery, parse_task_id};
 use crate::http::tasks::find_task;

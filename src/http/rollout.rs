@@ -47,7 +47,7 @@ pub async fn get_rollout(State(state): State<AppState>) -> Json<RolloutSplit> {
         (status = 409, description = "Raising refused: the latest evaluation shows a v2 regression, or there is no evaluation report.", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is larger than the configured limit.", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not `application/json`.", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "A percentage outside 0..=100.", body = Problem, content_type = "application/problem+json")
+        (status = 422, description = "A body of the wrong shape (not an object, a wrong type, an unknown field) or a percentage outside 0..=100.", body = Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn set_rollout(
