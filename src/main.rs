@@ -76,6 +76,11 @@ enum Command {
         /// Wall-clock budget of each live run, in seconds.
         #[arg(long, default_value_t = 600, requires = "live")]
         run_wall_s: u64,
+        /// Run the suite once per value of one world parameter, e.g.
+        /// `guess_success=0.3,0.5,0.7`, and chart verified success per strategy against it
+        /// (sweep.md, sweep.json, sweep.svg under --out).
+        #[arg(long)]
+        sweep: Option<cairn::eval::sweep::Sweep>,
     },
 }
 
@@ -101,6 +106,7 @@ fn main() -> ExitCode {
             live,
             config,
             run_wall_s,
+            sweep,
         } => eval(EvalArgs {
             suite,
             strategies,
@@ -109,6 +115,7 @@ fn main() -> ExitCode {
             database_url,
             workers,
             live: live.then_some((config, run_wall_s)),
+            sweep,
         }),
         Command::Migrate { config } => run(config, |config| async move {
             cairn::server::open_migrated(&config).await.map(|_| ())
@@ -152,6 +159,7 @@ struct EvalArgs {
     database_url: Option<String>,
     workers: Option<usize>,
     live: Option<(Option<PathBuf>, u64)>,
+    sweep: Option<cairn::eval::sweep::Sweep>,
 }
 
 /// `cairn eval`: errors end the process with status 1 and one line.
@@ -182,8 +190,16 @@ fn eval(args: EvalArgs) -> ExitCode {
             workers: args.workers.unwrap_or(default_workers),
             progress: true,
             live,
+            overrides: Vec::new(),
         };
-        runtime.block_on(cairn::wiring::eval::evaluate(&params))?;
+        match &args.sweep {
+            Some(sweep) => {
+                runtime.block_on(cairn::wiring::eval::sweep(&params, sweep))?;
+            }
+            None => {
+                runtime.block_on(cairn::wiring::eval::evaluate(&params))?;
+            }
+        }
         Ok(())
     })();
     match result {

@@ -205,6 +205,21 @@ async fn live_eval_takes_the_model_from_the_endpoint_and_reports_claims_beside_c
     let markdown = std::fs::read_to_string(out.path().join("report.md")).expect("report.md");
     assert!(markdown.contains("(live)") && markdown.contains("stand-in-model"));
     assert!(markdown.contains("false success"));
+    // Every real answer was judged against the ground truth, for calibrating the slips
+    // (tests/eval_world.rs checks the verdicts).
+    let trace = std::fs::read_to_string(out.path().join("trace.jsonl")).expect("trace.jsonl");
+    for line in trace.lines().filter(|l| !l.is_empty()) {
+        let j: Value = serde_json::from_str(line).expect("a JSON line");
+        assert!(
+            j["first"].is_string() && j["chars"].as_u64() > Some(0),
+            "{j}"
+        );
+    }
+    let slips = std::fs::read_to_string(out.path().join("slips.md")).expect("slips.md");
+    assert!(
+        slips.contains("Slip calibration") && slips.contains("Fitted"),
+        "{slips}"
+    );
 }
 
 #[tokio::test]

@@ -310,7 +310,13 @@ async fn a_planner_that_never_validates_fails_the_task_without_executing() {
     let (_file, store) = store().await;
     let model = Arc::new(FakeModel::default());
     let tools = Arc::new(FakeTools::default());
-    model.reply("strategic", "", 0, json!({"milestones": []}), 100);
+    model.reply(
+        "strategic",
+        "",
+        0,
+        json!({"milestones": [{"id": "m1", "title": "usages"}]}),
+        100,
+    );
     let task = run_task(
         store.clone(),
         &engine(&model, &tools),

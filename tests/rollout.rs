@@ -88,11 +88,11 @@ fn raising_is_refused_while_the_latest_evaluation_shows_a_regression() {
 }
 
 #[test]
-fn the_committed_default_report_blocks_a_raise_only_for_the_quoted_restart() {
-    // Transient faults are retried unchanged at L1, so uncertain-timeout-query is solved, and
-    // tool-free questions go direct; what is left is simple-rewrite, whose text to rewrite says
-    // "restart": the gate's heuristic plans a goal with a destructive verb in it, and v2 does
-    // not plan a goal no tool serves (docs/evaluation.md).
+fn the_committed_default_report_blocks_a_raise_only_for_tool_free_questions_the_gate_plans() {
+    // Transient faults are retried unchanged at L1, so the timeouts are solved; what is left
+    // are three tool-free tasks whose text reads like an action ("Rewrite ...: restart",
+    // "List the keys ...", "Write the date ..."): the gate's heuristic plans them, and v2 does
+    // not plan a goal no tool serves (docs/evaluation.md, "Where v2 still regresses").
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/suites/default/report/report.json"
@@ -100,7 +100,10 @@ fn the_committed_default_report_blocks_a_raise_only_for_the_quoted_restart() {
     let mut regressions =
         cairn::engine::rollout::v2_regressions(std::path::Path::new(path)).expect("report");
     regressions.sort();
-    assert_eq!(regressions, ["simple-rewrite"]);
+    assert_eq!(
+        regressions,
+        ["simple-date-format", "simple-json-keys", "simple-rewrite"]
+    );
     let rollout = Rollout::new(10, Some(path.into()));
     assert!(matches!(
         rollout.set(20),

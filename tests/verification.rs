@@ -205,3 +205,47 @@ async fn a_named_target_no_tool_call_touched_fails_the_goal_without_asking_the_m
     assert_eq!(model_calls(&stats, "verifier"), 0, "{stats:#}");
     stack.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_empty_first_plan_for_a_question_goes_direct_and_for_a_change_is_refused() {
+    let stack = Stack::start("nothing_to_plan.json").await;
+    let question = stack
+        .submit("What is the capital of Australia?", "v2", 50_000)
+        .await;
+    let task = stack.finished(&question).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    assert_eq!(task["result"]["verified"], true, "{task:#}");
+    assert_eq!(task["result"]["extra"]["answer"], "Canberra", "{task:#}");
+    let events = stack.events(&question).await;
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert!(kinds.contains(&"plan.declined"), "{kinds:?}");
+    assert!(!kinds.contains(&"plan.accepted"), "{kinds:?}");
+    assert!(kinds.contains(&"direct.round"), "{kinds:?}");
+    let (status, plans) = stack.get(&format!("/v1/tasks/{question}/plans")).await;
+    assert_eq!(status, 200);
+    assert_eq!(plans["items"], json!([]), "{plans:#}");
+
+    let change = stack
+        .submit("Drop the staging database", "v2", 50_000)
+        .await;
+    let task = stack.finished(&change).await;
+    assert_eq!(task["status"], "failed", "{task:#}");
+    assert_eq!(task["result"]["extra"]["failure"], "planner", "{task:#}");
+    let events = stack.events(&change).await;
+    let refused: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "plan.refused")
+        .collect();
+    assert!(!refused.is_empty());
+    for event in &refused {
+        let errors = event["data"]["errors"].as_str().unwrap_or_default();
+        assert!(errors.contains("names a change"), "{event:#}");
+    }
+    assert!(
+        events
+            .iter()
+            .all(|e| e["kind"] != "plan.declined" && e["kind"] != "direct.round"),
+        "a change never goes direct: {events:#?}"
+    );
+    stack.stop().await;
+}

@@ -72,6 +72,9 @@ pub mod kinds {
     /// `{attempt, version, reason, milestones}`: a valid plan was installed (`milestones` is
     /// the count).
     pub const PLAN_ACCEPTED: &str = "plan.accepted";
+    /// `{attempt, reason}`: the first strategic answer had no milestone and the goal names no
+    /// change and no several targets: nothing to plan, the task continues on the direct route.
+    pub const PLAN_DECLINED: &str = "plan.declined";
     /// `{milestone, step, tool, reason, detail}`: a tool the plan relies on cannot be reached;
     /// the strategy is replanned.
     pub const PLAN_STALE: &str = "plan.stale";
@@ -121,7 +124,7 @@ pub mod kinds {
     pub const V1_LIST: &str = "v1.list";
 
     /// Every kind above.
-    pub const ALL: [&str; 32] = [
+    pub const ALL: [&str; 33] = [
         TASK_CREATED,
         TASK_CLAIMED,
         TASK_RELEASED,
@@ -136,6 +139,7 @@ pub mod kinds {
         GATE_OUTCOME,
         PLAN_REFUSED,
         PLAN_ACCEPTED,
+        PLAN_DECLINED,
         PLAN_STALE,
         MILESTONE_STARTED,
         STEPS_PLANNED,

@@ -35,7 +35,7 @@ pub fn strategic(tools: &[&ToolSpec]) -> Value {
         "type": "object",
         "properties": {
             "milestones": {
-                "type": "array", "minItems": 1, "maxItems": 6,
+                "type": "array", "minItems": 0, "maxItems": 6,
                 "items": {
                     "type": "object",
                     "properties": {

@@ -6,10 +6,15 @@
 //! - [`runner`]: `cairn eval`: store, worker pool, HTTP API and world in one process, each
 //!   run submitted and followed over HTTP;
 //! - [`shadow`]: a candidate strategy on a copy of a real task, side effects sandboxed;
-//! - [`report`]: per-run records, aggregates, regressions and the report files.
+//! - [`report`]: per-run records, aggregates, regressions and the report files;
+//! - [`sweep`]: one world parameter over several values, success per strategy against it;
+//! - [`trace`]: a live run's model answers judged against the ground truth, for calibrating
+//!   the world's slip rates.
 
 pub mod report;
 pub mod runner;
 pub mod shadow;
 pub mod suite;
+pub mod sweep;
+pub mod trace;
 pub mod world;

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use super::report::Record;
 use super::suite::{Suite, SuiteError};
+use super::sweep::{SweepError, WorldParam};
 use super::world::{META_KEY, World};
 use crate::domain::task::{Strategy, Task};
 use crate::engine::prompts;
@@ -39,6 +40,8 @@ pub struct EvalParams {
     /// `--live`: the model answers come from a configured endpoint instead of the world's
     /// policy; the world's tools and acceptance checks stay the same.
     pub live: Option<LiveModel>,
+    /// World settings that replace the suite's own (what `--sweep` varies).
+    pub overrides: Vec<(WorldParam, f64)>,
 }
 
 impl EvalParams {
@@ -91,6 +94,18 @@ pub enum EvalError {
     Api(String),
     #[error("strategy {0:?} cannot be evaluated (use one_shot, reactive, v1, v2, auto)")]
     Strategy(String),
+    #[error(transparent)]
+    Sweep(#[from] SweepError),
+}
+
+/// The suite at `params.suite` with `params.overrides` applied to its world, checked again.
+pub fn load_suite(params: &EvalParams) -> Result<Suite, EvalError> {
+    let mut suite = Suite::load(&params.suite)?;
+    for (param, value) in &params.overrides {
+        param.apply(&mut suite.world, *value)?;
+    }
+    suite.check()?;
+    Ok(suite)
 }
 
 /// Parses `one_shot,reactive,v1,v2`.

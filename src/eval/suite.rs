@@ -39,6 +39,14 @@ pub struct WorldSettings {
     /// ... plus one token per this many characters of input and of output.
     #[serde(default = "default_chars")]
     pub chars_per_token: u64,
+    /// How far off the model's estimate of a goal's tool calls (a gate feature) may be: the
+    /// estimate is the true count plus a seeded draw uniform in `-gate_noise..=gate_noise`
+    /// (never below 0). 0 gives the gate the ground truth.
+    #[serde(default = "default_gate_noise")]
+    pub gate_noise: u32,
+    /// Rule 8: a model losing track (`[world.slips]`; none by default).
+    #[serde(default)]
+    pub slips: SlipRates,
 }
 
 fn default_seed() -> u64 {
@@ -53,6 +61,9 @@ fn default_call_tokens() -> u64 {
 fn default_chars() -> u64 {
     4
 }
+fn default_gate_noise() -> u32 {
+    1
+}
 
 impl Default for WorldSettings {
     fn default() -> Self {
@@ -61,7 +72,51 @@ impl Default for WorldSettings {
             guess_success: default_guess(),
             tokens_per_call: default_call_tokens(),
             chars_per_token: default_chars(),
+            gate_noise: default_gate_noise(),
+            slips: Default::default(),
         }
+    }
+}
+
+/// The slip rates of `[world.slips]` (rule 8 of the world, `crate::eval::world::slips`); all 0
+/// (no slips) by default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlipRates {
+    #[serde(default)]
+    pub stop_base: f64,
+    #[serde(default)]
+    pub stop_per_unwritten: f64,
+    #[serde(default)]
+    pub stop_per_kchar: f64,
+    #[serde(default)]
+    pub misorder_per_unwritten: f64,
+}
+
+impl SlipRates {
+    /// The chance a call stops early with `unwritten` pending steps unnamed and `chars` of input.
+    pub fn stop(&self, unwritten: usize, chars: usize) -> f64 {
+        let p = self.stop_base
+            + self.stop_per_unwritten * unwritten as f64
+            + self.stop_per_kchar * chars as f64 / 1000.0;
+        p.clamp(0.0, 1.0)
+    }
+
+    /// The chance a call proposes the step after the next one first.
+    pub fn misorder(&self, unwritten: usize) -> f64 {
+        (self.misorder_per_unwritten * unwritten as f64).clamp(0.0, 1.0)
+    }
+
+    /// Every rate is a probability or a per-unit rate within 0..=1.
+    pub fn valid(&self) -> bool {
+        [
+            self.stop_base,
+            self.stop_per_unwritten,
+            self.stop_per_kchar,
+            self.misorder_per_unwritten,
+        ]
+        .iter()
+        .all(|r| (0.0..=1.0).contains(r))
     }
 }
 
@@ -126,11 +181,29 @@ pub struct TaskStep {
     pub writes: bool,
     #[serde(default)]
     pub phase: Option<String>,
+    /// Earlier steps that must have happened before this one can (besides those revealing the
+    /// facts it uses): the world refuses a step whose prerequisites have not happened.
+    #[serde(default)]
+    pub after: Vec<String>,
 }
 
 impl TaskStep {
     pub fn phase(&self) -> &str {
         self.phase.as_deref().unwrap_or(&self.id)
+    }
+}
+
+impl SuiteTask {
+    /// The steps that must have happened before `step`: its `after` list and the earlier
+    /// steps revealing the facts its arguments use.
+    pub fn prerequisites(&self, step: &TaskStep) -> BTreeSet<String> {
+        let mut out: BTreeSet<String> = step.after.iter().cloned().collect();
+        let used: BTreeSet<String> = step.args.values().flat_map(|v| fact_refs(v)).collect();
+        let earlier = self.steps.iter().take_while(|s| s.id != step.id);
+        for source in earlier.filter(|s| s.reveals.keys().any(|k| used.contains(k))) {
+            out.insert(source.id.clone());
+        }
+        out
     }
 }
 
@@ -213,6 +286,12 @@ impl Suite {
         if !(0.0..=1.0).contains(&self.world.guess_success) {
             return Err(invalid("world", "guess_success must be within 0..=1"));
         }
+        if !self.world.slips.valid() {
+            return Err(invalid(
+                "world.slips",
+                "every slip rate must be within 0..=1",
+            ));
+        }
         for task in &self.tasks {
             if !ids.insert(task.id.as_str()) {
                 return Err(invalid(&task.id, "duplicate task id"));
@@ -238,6 +317,16 @@ impl Suite {
                             ));
                         }
                     }
+                }
+                if let Some(unknown) = step
+                    .after
+                    .iter()
+                    .find(|a| **a == step.id || !steps.contains(a.as_str()))
+                {
+                    return Err(invalid(
+                        &task.id,
+                        &format!("step {} is after {unknown}, not an earlier step", step.id),
+                    ));
                 }
                 known.extend(step.reveals.keys().map(String::as_str));
             }

@@ -16,7 +16,8 @@ use crate::engine::runtime::adapters::LlmModels;
 use crate::engine::runtime::ports::ModelPort;
 use crate::eval::report::Report;
 use crate::eval::runner::{self, EvalError, EvalParams, LiveModel};
-use crate::eval::suite::Suite;
+use crate::eval::sweep::{Sweep, SweepPoint, SweepReport};
+use crate::eval::trace::{self, Tracing};
 use crate::eval::world::World;
 use crate::http::{AppState, HttpSettings};
 use crate::llm::{Endpoints, LlmClient, LlmError, Purpose};
@@ -39,17 +40,23 @@ pub fn matrix(world: Arc<World>, models: Arc<dyn ModelPort>) -> Dispatch {
 
 /// `cairn eval` end to end: runs the matrix, writes the reports, prints the summary.
 pub async fn evaluate(params: &EvalParams) -> Result<Report, EvalError> {
-    let suite = Suite::load(&params.suite)?;
+    let suite = runner::load_suite(params)?;
     std::fs::create_dir_all(&params.out).map_err(|e| EvalError::Io(e.to_string()))?;
     let store = runner::open_store(params).await?;
     let world = World::new(Arc::new(suite.clone()), store.clone());
-    let (world, models): (Arc<World>, Arc<dyn ModelPort>) = match &params.live {
-        Some(live) => (Arc::new(world.with_described_tools()), live.models.clone()),
-        None => {
-            let world = Arc::new(world);
-            (world.clone(), world)
-        }
-    };
+    // A live run judges every real answer against the ground truth (trace.jsonl, slips.md).
+    let (world, models, traced): (Arc<World>, Arc<dyn ModelPort>, Option<Arc<Tracing>>) =
+        match &params.live {
+            Some(live) => {
+                let world = Arc::new(world.with_described_tools());
+                let traced = Arc::new(Tracing::new(live.models.clone(), world.clone()));
+                (world, traced.clone(), Some(traced))
+            }
+            None => {
+                let world = Arc::new(world);
+                (world.clone(), world, None)
+            }
+        };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let pool = WorkerPool::start(PoolParams {
         store: store.clone(),
@@ -77,7 +84,49 @@ pub async fn evaluate(params: &EvalParams) -> Result<Report, EvalError> {
     let _ = stop.send(());
     pool.shutdown(Duration::from_secs(5)).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), http).await;
+    if let Some(traced) = traced {
+        trace::write(&params.out, &traced.judged()).map_err(|e| EvalError::Io(e.to_string()))?;
+    }
     runner::conclude(params, &suite, &outcome?)
+}
+
+/// `cairn eval --sweep PARAM=V1,V2,..`: the whole evaluation once per value (each under
+/// `out/PARAM-VALUE/`), then `sweep.md`, `sweep.json` and `sweep.svg` under `out`.
+pub async fn sweep(params: &EvalParams, sweep: &Sweep) -> Result<SweepReport, EvalError> {
+    let io = |e: std::io::Error| EvalError::Io(e.to_string());
+    std::fs::create_dir_all(&params.out).map_err(io)?;
+    let mut points = Vec::new();
+    let mut suite_name = String::new();
+    for value in &sweep.values {
+        let mut at = params.clone();
+        at.out = params.out.join(format!("{}-{value}", sweep.param.as_str()));
+        at.overrides.push((sweep.param, *value));
+        at.progress = false;
+        let report = evaluate(&at).await?;
+        if params.progress {
+            println!(
+                "cairn eval: {} = {value}: {}",
+                sweep.param.as_str(),
+                at.out.join("report.md").display()
+            );
+        }
+        suite_name = report.suite.clone();
+        points.push(SweepPoint::of(*value, &report));
+    }
+    let report = SweepReport {
+        suite: suite_name,
+        param: sweep.param,
+        simulated: params.live.is_none(),
+        points,
+    };
+    let json = serde_json::to_string_pretty(&report).map_err(|e| EvalError::Io(e.to_string()))?;
+    std::fs::write(params.out.join("sweep.json"), json).map_err(io)?;
+    std::fs::write(params.out.join("sweep.md"), report.markdown()).map_err(io)?;
+    std::fs::write(params.out.join("sweep.svg"), report.svg()).map_err(io)?;
+    if params.progress {
+        println!("\n{}", report.markdown());
+    }
+    Ok(report)
 }
 
 /// Why `cairn eval --live` cannot start.

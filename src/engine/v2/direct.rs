@@ -15,7 +15,7 @@ use super::report::{self, Ending};
 use super::verifier;
 use crate::domain::event::kinds;
 use crate::domain::event::kinds::{EXECUTOR_DRIFT, STEP_FINISHED};
-use crate::domain::gate::heuristic_features;
+use crate::domain::gate::{GateFeatures, heuristic_features};
 use crate::domain::plan::{Step, StepList};
 use crate::domain::report::Cause;
 use crate::domain::task::TaskStatus;
@@ -328,14 +328,21 @@ async fn conclude(cx: &Attempt, direct: DirectState) -> Result<RunOutcome, Halt>
     report::finish(cx, ending).await
 }
 
-/// Whether the goal needs tools, by the gate's recorded features, or by the heuristic when
-/// the route was forced (`direct`).
-async fn needs_tools(cx: &Attempt) -> bool {
+/// The goal's features: the gate's recorded ones, or the heuristic's when the route was
+/// forced (`direct`, `v2`).
+pub(super) async fn goal_features(cx: &Attempt) -> GateFeatures {
     let recorded = cx
         .journal
         .read(|s| s.gate.as_ref().and_then(|g| g.features.clone()))
         .await;
-    let features = recorded.unwrap_or_else(|| heuristic_features(&cx.task().goal, &cx.writers()));
+    recorded.unwrap_or_else(|| heuristic_features(&cx.task().goal, &cx.writers()))
+}
+
+/// Whether the goal needs tools (a tool call or a write, by [`goal_features`]). A first plan
+/// with no milestone is declined only when this says no (`super::strategic`), so a declined
+/// plan never meets the no-evidence rule.
+pub(super) async fn needs_tools(cx: &Attempt) -> bool {
+    let features = goal_features(cx).await;
     features.est_tool_calls > 0 || features.touches_writes
 }
 

@@ -112,9 +112,14 @@ async fn drive(cx: Arc<Attempt>) -> Result<RunOutcome, Halt> {
     if let Some(ending) = report::overdrawn(&cx).await {
         return report::finish(&cx, ending).await;
     }
-    if cx.journal.read(|s| s.plan.is_none()).await
-        && let strategic::Strategic::Refused { reason, cause } = strategic::plan(&cx, None).await?
-    {
+    let planned = match cx.journal.read(|s| s.plan.is_none()).await {
+        true => Some(strategic::plan(&cx, None).await?),
+        false => None,
+    };
+    if planned == Some(strategic::Strategic::NothingToPlan) {
+        return crate::engine::v2::direct::run(&cx).await;
+    }
+    if let Some(strategic::Strategic::Refused { reason, cause }) = planned {
         return report::finish(
             &cx,
             Ending {

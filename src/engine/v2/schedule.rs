@@ -236,7 +236,8 @@ pub async fn replan_strategy(
         .await?;
     let replanned = strategic::plan(cx, Some(strategic::Replan { failure, milestone })).await?;
     match replanned {
-        strategic::Strategic::Accepted => Ok(None),
+        // A replan is never declined: only a task's first plan may have no milestone.
+        strategic::Strategic::Accepted | strategic::Strategic::NothingToPlan => Ok(None),
         strategic::Strategic::Refused { reason, cause } => Ok(Some(Ending {
             cause,
             status: TaskStatus::Failed,

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use crate::domain::event::kinds::{PLAN_ACCEPTED, PLAN_REFUSED};
+use crate::domain::event::kinds::{PLAN_ACCEPTED, PLAN_DECLINED, PLAN_REFUSED};
 use crate::domain::fingerprint::of_plan;
 use crate::domain::ledger::{LedgerPolicy, PerUnit};
 use crate::domain::plan::{MilestoneStatus, Plan, StepStatus};
@@ -36,6 +36,9 @@ use super::carry;
 pub enum Strategic {
     /// A valid plan is stored (as a new plan version).
     Accepted,
+    /// The first answer had no milestone and the goal names no change and no several targets:
+    /// nothing to plan; the task continues on the direct route (`plan.declined`).
+    NothingToPlan,
     /// Every proposal was invalid or the planner was unreachable; nothing was executed.
     Refused {
         reason: String,
@@ -78,7 +81,30 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
             })
             .await;
         failures.push(asked.reply.as_ref().err().map(|e| e.kind));
+        let first = replan.is_none() && snapshot.plan.is_none();
+        let declined = first && no_milestones(&asked);
+        let declined_for = match declined {
+            true => nothing_to_plan(cx).await,
+            false => None,
+        };
+        if let Some(reason) = declined_for {
+            cx.journal
+                .record_prompted(&asked.prompt, |state| {
+                    let mut record = Record::default();
+                    ledger::charge(state, None, asked.spend, "strategic", &mut record)?;
+                    state.strategic_calls = attempt;
+                    state.phase = Phase::Direct;
+                    record.push(PLAN_DECLINED, json!({"attempt": attempt, "reason": reason}));
+                    Ok((record, ()))
+                })
+                .await?;
+            return Ok(Strategic::NothingToPlan);
+        }
         let checked = check(&asked, &known, replan.as_ref(), &snapshot);
+        let checked = match checked {
+            Err(_) if declined => Err(NEEDS_A_PLAN.to_string()),
+            other => other,
+        };
         // An L3 plan identical to one that failed is not run again; nothing is above L3.
         let repeated = checked.as_ref().ok().map(of_plan).filter(|fp| {
             replan.is_some() && snapshot.ladder.propose_plan(fp) == ProposalVerdict::GiveUp
@@ -125,6 +151,35 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
             None => reason,
         },
         cause,
+    })
+}
+
+/// What an empty first plan is told when the goal does need one.
+const NEEDS_A_PLAN: &str = "the plan has no milestones, but the goal needs a tool call, names a \
+     change or several targets: plan at least one milestone";
+
+/// Whether the answer is a well-formed plan with no milestone: the planner's way to say the
+/// goal needs no tool.
+fn no_milestones(asked: &Asked) -> bool {
+    asked
+        .reply
+        .as_ref()
+        .ok()
+        .and_then(|reply| reply.value.get("milestones"))
+        .and_then(Value::as_array)
+        .is_some_and(Vec::is_empty)
+}
+
+/// Why an empty first plan may stand: the gate's features (or, on a forced route, the
+/// deterministic heuristic) expect no tool call, no change and no several targets, so going
+/// direct cannot bypass the rule that such goals are planned, and the direct route's
+/// no-evidence rule agrees. `None` when the goal needs a plan after all.
+async fn nothing_to_plan(cx: &Attempt) -> Option<String> {
+    let several = super::direct::goal_features(cx).await.targets > 1;
+    (!several && !super::direct::needs_tools(cx).await).then(|| {
+        "the planner wrote no milestone and the goal's features expect no tool call, no \
+         change and no several targets"
+            .to_string()
     })
 }
 

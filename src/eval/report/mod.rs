@@ -43,6 +43,9 @@ pub struct Record {
     /// Whether the run was verified although the injected fault fired.
     pub recovered: Option<bool>,
     pub repeated_side_effects: u32,
+    /// Calls the world refused because a prerequisite step had not happened yet.
+    #[serde(default)]
+    pub misordered: u32,
 }
 
 impl Record {
@@ -102,6 +105,7 @@ impl Record {
             fault_fired,
             recovered: fault_fired.then_some(verified),
             repeated_side_effects: state.repeated_side_effects,
+            misordered: state.misordered,
         }
     }
 }
@@ -118,6 +122,10 @@ pub struct Aggregate {
     pub false_success: u32,
     pub success_rate: f64,
     pub mean_tokens: f64,
+    /// Every token the strategy spent, over its verified successes (0 when it had none): what
+    /// one verified success costs.
+    #[serde(default)]
+    pub tokens_per_verified: f64,
     pub mean_tool_calls: f64,
     pub mean_model_calls: f64,
     pub mean_wall_ms: f64,
@@ -125,6 +133,8 @@ pub struct Aggregate {
     pub faults_fired: u32,
     pub recovered: u32,
     pub repeated_side_effects: u32,
+    #[serde(default)]
+    pub misordered: u32,
     pub gate_direct: u32,
     pub gate_plan: u32,
 }
@@ -148,6 +158,7 @@ impl Aggregate {
             a.faults_fired += u32::from(r.fault_fired);
             a.recovered += u32::from(r.recovered == Some(true));
             a.repeated_side_effects += r.repeated_side_effects;
+            a.misordered += r.misordered;
             match r.gate.as_deref() {
                 Some("direct") => a.gate_direct += 1,
                 Some("plan") => a.gate_plan += 1,
@@ -158,6 +169,9 @@ impl Aggregate {
             let n = f64::from(a.runs);
             a.success_rate = f64::from(a.verified) / n;
             a.mean_tokens = tokens as f64 / n;
+            if a.verified > 0 {
+                a.tokens_per_verified = tokens as f64 / f64::from(a.verified);
+            }
             a.mean_tool_calls = tools as f64 / n;
             a.mean_model_calls = models as f64 / n;
             a.mean_wall_ms = wall as f64 / n;

@@ -12,9 +12,9 @@ impl Report {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "| strategy | verified success | claimed | false success | mean tokens | mean tool calls | mean model calls | repairs L1/L2/L3 | faults recovered | repeated side effects |"
+            "| strategy | verified success | claimed | false success | mean tokens | tokens per verified success | mean tool calls | mean model calls | repairs L1/L2/L3 | faults recovered | repeated side effects |"
         );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
         for name in &self.strategies {
             let Some(a) = self.aggregates.get(name) else {
                 continue;
@@ -22,13 +22,14 @@ impl Report {
             let rep = |l: &str| a.repairs.get(l).copied().unwrap_or(0);
             let _ = writeln!(
                 out,
-                "| {name} | {}/{} ({:.0}%) | {} | {} | {:.0} | {:.1} | {:.1} | {}/{}/{} | {}/{} | {} |",
+                "| {name} | {}/{} ({:.0}%) | {} | {} | {:.0} | {:.0} | {:.1} | {:.1} | {}/{}/{} | {}/{} | {} |",
                 a.verified,
                 a.runs,
                 a.success_rate * 100.0,
                 a.claimed,
                 a.false_success,
                 a.mean_tokens,
+                a.tokens_per_verified,
                 a.mean_tool_calls,
                 a.mean_model_calls,
                 rep("retry_step"),
@@ -71,6 +72,7 @@ impl Report {
         }
         let _ = writeln!(out, "## Per strategy\n\n{}", self.headline());
         self.markdown_categories(&mut out);
+        self.markdown_faults(&mut out);
         self.markdown_tasks(&mut out);
         self.markdown_regressions(&mut out);
         out
@@ -98,6 +100,42 @@ impl Report {
                 cell("medium"),
                 cell("uncertain")
             );
+        }
+    }
+
+    /// Recovery per injected failure class: verified runs among those where the fault fired,
+    /// per strategy (the second seed's "recovery per failure class").
+    fn markdown_faults(&self, out: &mut String) {
+        let mut classes: Vec<&str> = self
+            .records
+            .iter()
+            .filter_map(|r| r.fault.as_deref())
+            .collect();
+        classes.sort_unstable();
+        classes.dedup();
+        if classes.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "\n## Recovery per injected failure class (verified / fault fired)\n"
+        );
+        let _ = write!(out, "| failure class |");
+        for name in &self.strategies {
+            let _ = write!(out, " {name} |");
+        }
+        let _ = writeln!(out, "\n|---|{}", "---|".repeat(self.strategies.len()));
+        for class in classes {
+            let _ = write!(out, "| {class} |");
+            for name in &self.strategies {
+                let fired = self.records.iter().filter(|r| {
+                    &r.strategy == name && r.fault.as_deref() == Some(class) && r.fault_fired
+                });
+                let (recovered, total) =
+                    fired.fold((0, 0), |(ok, n), r| (ok + u32::from(r.verified), n + 1));
+                let _ = write!(out, " {recovered}/{total} |");
+            }
+            let _ = writeln!(out);
         }
     }
 

@@ -6,9 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use super::LOCATE;
-use crate::engine::runtime::ports::Purpose;
-use crate::eval::suite::{FaultKind, SuiteTask, TaskStep, fact_refs};
+use super::slips::{Pick, SlipRates};
+use super::{LOCATE, Receipts};
+use crate::engine::runtime::ports::{ModelCall, Purpose};
+use crate::eval::suite::{FaultKind, Suite, SuiteTask, TaskStep, fact_refs};
 
 /// What the model can see, and the deterministic draws it makes.
 pub(super) struct Mind<'a> {
@@ -16,8 +17,32 @@ pub(super) struct Mind<'a> {
     pub(super) repeat: u32,
     pub(super) seed: u64,
     pub(super) guess_success: f64,
+    pub(super) gate_noise: u32,
+    pub(super) slips: SlipRates,
     pub(super) context: String,
     pub(super) facts: BTreeMap<String, String>,
+}
+
+impl<'a> Mind<'a> {
+    /// The mind answering (or judged on) `call` about `task`.
+    pub(super) fn new(
+        suite: &Suite,
+        task: &'a SuiteTask,
+        repeat: u32,
+        call: &ModelCall,
+        facts: BTreeMap<String, String>,
+    ) -> Mind<'a> {
+        Mind {
+            task,
+            repeat,
+            seed: suite.world.seed,
+            guess_success: suite.world.guess_success,
+            gate_noise: suite.world.gate_noise,
+            slips: suite.world.slips,
+            context: format!("{}{}", call.prompt, call.input),
+            facts,
+        }
+    }
 }
 
 impl Mind<'_> {
@@ -25,7 +50,7 @@ impl Mind<'_> {
         self.context.contains(token)
     }
 
-    fn draw(&self, fact: &str, n: usize) -> f64 {
+    pub(super) fn draw(&self, fact: &str, n: usize) -> f64 {
         let mut hash = Sha256::new();
         hash.update(format!(
             "{}|{}|{}|{}|{}",
@@ -60,8 +85,14 @@ impl Mind<'_> {
         out
     }
 
+    /// Rule 2: a step is done when its receipt (with the world's nonce) is in context.
     fn done(&self, step: &TaskStep) -> bool {
-        self.sees(&format!("done:{}", step.id))
+        let receipts = Receipts {
+            seed: self.seed,
+            task: &self.task.id,
+            repeat: self.repeat,
+        };
+        self.sees(&receipts.of(&step.id))
     }
 
     /// Rule 3: the calls that carry out `step`, remedies first when a signal is in context.
@@ -125,13 +156,36 @@ impl Mind<'_> {
                "expected_output": format!("receipt done:{}", step.id)})
     }
 
-    /// Rule 2: the calls for the first step not yet done, or `None` when all are.
+    /// The steps not yet done, in order.
+    pub(super) fn pending(&self) -> Vec<&TaskStep> {
+        self.task.steps.iter().filter(|s| !self.done(s)).collect()
+    }
+
+    /// Rule 2 (and rule 8's slips): the calls for the first step not yet done, or `None` when
+    /// all are, or when the call stops early.
     fn next(&self) -> Option<Vec<Value>> {
-        self.task
-            .steps
-            .iter()
-            .find(|s| !self.done(s))
-            .map(|s| self.calls_for(s))
+        let pending = self.pending();
+        if pending.is_empty() {
+            return None;
+        }
+        match self.pick(&pending) {
+            Pick::Stop => None,
+            Pick::Step(index) => Some(self.calls_for(pending[index])),
+        }
+    }
+
+    /// A list of the calls for `steps` (all of a scope), cut after the first pending one when
+    /// the call stops early (rule 8).
+    fn list(&self, steps: &[&TaskStep]) -> Vec<Value> {
+        let pending: Vec<&TaskStep> = steps.iter().copied().filter(|s| !self.done(s)).collect();
+        let cut = match pending.first() {
+            Some(first) if self.pick(&pending) == Pick::Stop => {
+                steps.iter().position(|s| s.id == first.id).map(|i| i + 1)
+            }
+            _ => None,
+        };
+        let kept = &steps[..cut.unwrap_or(steps.len())];
+        kept.iter().flat_map(|s| self.calls_for(s)).collect()
     }
 
     fn answer(&self) -> Value {
@@ -155,20 +209,22 @@ impl Mind<'_> {
     /// v2's strategic answer: one milestone per phase, each checked by its last receipt.
     fn plan(&self, tools: &[String]) -> Value {
         let phases = self.phases();
-        let provider = |fact: &str| {
-            phases
+        let phase_of = |step: &str| {
+            self.task
+                .steps
                 .iter()
-                .find(|(_, steps)| steps.iter().any(|s| s.reveals.contains_key(fact)))
-                .map(|(p, _)| p.clone())
+                .find(|s| s.id == step)
+                .map(|s| s.phase().to_string())
         };
         let milestones: Vec<Value> = phases
             .iter()
             .map(|(phase, steps)| {
+                // What must happen first, as the goal and the facts say it: the milestones
+                // holding each step's prerequisites.
                 let deps: BTreeSet<String> = steps
                     .iter()
-                    .flat_map(|s| s.args.values())
-                    .flat_map(|v| fact_refs(v))
-                    .filter_map(|f| provider(&f))
+                    .flat_map(|s| self.task.prerequisites(s))
+                    .filter_map(|p| phase_of(&p))
                     .filter(|p| p != phase)
                     .collect();
                 let last = steps.last().map(|s| s.id.clone()).unwrap_or_default();
@@ -181,6 +237,29 @@ impl Mind<'_> {
         json!({ "milestones": milestones })
     }
 
+    /// The gate's features as a model reads them off the goal: whether it writes and how
+    /// many targets it names are visible in its text; the number of tool calls is an
+    /// estimate, off by a seeded draw within `gate_noise`; the kind is what the goal does,
+    /// never the suite's category.
+    fn gate(&self) -> Value {
+        let writes = self.task.steps.iter().any(|s| s.writes);
+        let spread = i64::from(self.gate_noise);
+        let width = 2 * spread + 1;
+        let offset = (self.draw("gate", 0) * width as f64).floor() as i64 - spread;
+        let estimate = (self.task.steps.len() as i64 + offset.min(spread)).max(0);
+        let kind = match (writes, self.task.steps.is_empty()) {
+            (true, _) => "change",
+            (false, true) => "knowledge",
+            (false, false) => "lookup",
+        };
+        json!({
+            "est_tool_calls": estimate,
+            "touches_writes": writes,
+            "targets": self.task.targets,
+            "goal_kind": kind,
+        })
+    }
+
     /// The answer to one model call, by purpose and (for tactical calls) milestone.
     pub(super) fn reply(
         &self,
@@ -189,12 +268,7 @@ impl Mind<'_> {
         tools: &[String],
     ) -> Value {
         match (purpose, milestone) {
-            (Purpose::Gate, _) => json!({
-                "est_tool_calls": self.task.steps.len(),
-                "touches_writes": self.task.steps.iter().any(|s| s.writes),
-                "targets": self.task.targets,
-                "goal_kind": self.task.category.as_str(),
-            }),
+            (Purpose::Gate, _) => self.gate(),
             (Purpose::Tactical, Some("one_shot")) => json!({"answer": self.answer()}),
             (Purpose::Tactical, Some("reactive")) => match self.next() {
                 Some(calls) => calls.into_iter().next().unwrap_or(Value::Null),
@@ -205,12 +279,8 @@ impl Mind<'_> {
                 None => json!({"done": true, "answer": self.answer()}),
             },
             (Purpose::Strategic, Some("v1")) => {
-                let steps: Vec<Value> = self
-                    .task
-                    .steps
-                    .iter()
-                    .flat_map(|s| self.calls_for(s))
-                    .collect();
+                let all: Vec<&TaskStep> = self.task.steps.iter().collect();
+                let steps = self.list(&all);
                 if steps.is_empty() {
                     json!({"steps": [], "answer": self.answer()})
                 } else {
@@ -228,8 +298,7 @@ impl Mind<'_> {
                 let pending: Vec<&TaskStep> =
                     steps.iter().copied().filter(|s| !self.done(s)).collect();
                 let chosen = if pending.is_empty() { steps } else { pending };
-                let calls: Vec<Value> = chosen.iter().flat_map(|s| self.calls_for(s)).collect();
-                json!({ "steps": calls })
+                json!({ "steps": self.list(&chosen) })
             }
             (Purpose::Tactical, None) => json!({"steps": []}),
             (Purpose::Verifier, _) => {

@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 use super::suite::{Suite, SuiteTask, fact_refs};
 use crate::domain::task::{DEFAULT_TENANT, TaskId};
@@ -37,10 +38,15 @@ use crate::engine::runtime::ports::{
 };
 use crate::store::Store;
 
+mod judge;
 mod mind;
 mod perform;
+pub mod slips;
 mod specs;
+#[cfg(test)]
+mod tests;
 
+pub use judge::{Judged, Verdict};
 use mind::Mind;
 use perform::{normal, perform};
 
@@ -64,8 +70,32 @@ pub struct TaskWorld {
     pub gone: bool,
     /// Side-effecting steps performed more than once.
     pub repeated_side_effects: u32,
+    /// Calls refused because a prerequisite step had not happened yet.
+    pub misordered: u32,
     pub model_calls: u32,
     pub tool_calls: u32,
+}
+
+/// The receipts of one task's valid performances: `done:STEP#NONCE`, the nonce drawn from
+/// (seed, task, repeat, step), so only a tool's output carries one and no text a planner wrote
+/// can pass for it ("receipt done:STEP" in a plan's outcome is not a receipt).
+pub(super) struct Receipts<'a> {
+    pub(super) seed: u64,
+    pub(super) task: &'a str,
+    pub(super) repeat: u32,
+}
+
+impl Receipts<'_> {
+    pub(super) fn of(&self, step: &str) -> String {
+        let mut hash = Sha256::new();
+        hash.update(format!(
+            "receipt|{}|{}|{}|{step}",
+            self.seed, self.task, self.repeat
+        ));
+        let digest = hash.finalize();
+        let nonce: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+        format!("done:{step}#{nonce}")
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -210,6 +240,29 @@ fn value_text(value: &Value) -> String {
     }
 }
 
+impl World {
+    /// A real model's answer to `call`, judged against the ground truth as it stands
+    /// (`cairn eval --live` traces); `None` for a task of no suite.
+    pub async fn judge(&self, call: &ModelCall, value: &Value) -> Option<Judged> {
+        let (suite, binding) = self.bind(call.task_id).await.ok()?;
+        let task = suite.task(&binding.task)?;
+        let facts = self.with_world(call.task_id, task, |w| w.facts.clone());
+        let mind = Mind::new(&suite, task, binding.repeat, call, facts);
+        let (pending, unwritten, first, covered) = mind.judge(value);
+        Some(Judged {
+            task: task.id.clone(),
+            repeat: binding.repeat,
+            purpose: call.purpose.as_str().to_string(),
+            milestone: call.milestone.clone(),
+            chars: mind.context.len(),
+            pending,
+            unwritten,
+            first,
+            covered,
+        })
+    }
+}
+
 #[async_trait]
 impl ModelPort for World {
     async fn complete(&self, call: ModelCall) -> Result<ModelReply, PortError> {
@@ -221,14 +274,7 @@ impl ModelPort for World {
             w.model_calls += 1;
             w.facts.clone()
         });
-        let mind = Mind {
-            task,
-            repeat: binding.repeat,
-            seed: suite.world.seed,
-            guess_success: suite.world.guess_success,
-            context: format!("{}{}", call.prompt, call.input),
-            facts,
-        };
+        let mind = Mind::new(&suite, task, binding.repeat, &call, facts);
         let tools: Vec<String> = self.specs.iter().map(|s| s.name.clone()).collect();
         let value = mind.reply(call.purpose, call.milestone.as_deref(), &tools);
         let chars = call.prompt.len() + call.input.to_string().len() + value.to_string().len();
@@ -249,9 +295,14 @@ impl ToolPort for World {
         let Some(task) = suite.task(&binding.task) else {
             return Err(PortError::new(FailureKind::Permanent, "unbound task"));
         };
+        let receipts = Receipts {
+            seed: suite.world.seed,
+            task: &task.id,
+            repeat: binding.repeat,
+        };
         self.with_world(call.task_id, task, |world| {
             world.tool_calls += 1;
-            perform(task, world, &call.tool, &call.args)
+            perform(task, world, &receipts, (&call.tool, &call.args))
         })
     }
 }

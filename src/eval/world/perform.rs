@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::{LOCATE, TaskWorld, resolve_truth};
+use super::{LOCATE, Receipts, TaskWorld, resolve_truth};
 use crate::engine::runtime::ports::{FailureKind, PortError, ToolReply};
 use crate::eval::suite::{FaultKind, FaultSpec, SuiteTask, TaskStep};
 
@@ -54,9 +54,10 @@ fn output(output: Value) -> Result<ToolReply, PortError> {
 pub(super) fn perform(
     task: &SuiteTask,
     world: &mut TaskWorld,
-    tool: &str,
-    args: &Value,
+    receipts: &Receipts,
+    call: (&str, &Value),
 ) -> Result<ToolReply, PortError> {
+    let (tool, args) = call;
     if tool == LOCATE {
         return locate(task, world, args);
     }
@@ -65,6 +66,21 @@ pub(super) fn perform(
         return error(format!("{tool}: not available in this environment"));
     }
     let step = select_step(&candidates, world, args)?;
+    // Order is the world's: a step whose prerequisites have not happened cannot happen (the
+    // host does not exist yet, the profiler is not installed), whatever its arguments say.
+    let pending: Vec<String> = task
+        .prerequisites(step)
+        .into_iter()
+        .filter(|p| !world.performed.contains_key(p))
+        .collect();
+    if !pending.is_empty() {
+        world.misordered += 1;
+        return error(format!(
+            "{tool}: cannot run yet: {} has not happened (signal order:{})",
+            pending.join(", "),
+            step.id
+        ));
+    }
     let fault = task.fault.as_ref().filter(|f| f.step == step.id);
     if let Some(reply) = fault.and_then(|f| fault_before_args(f, world, tool, &step.id)) {
         return reply;
@@ -79,7 +95,7 @@ pub(super) fn perform(
     if let Some(reply) = fault.and_then(|f| fault_after_args(f, world, step, tool, args)) {
         return reply;
     }
-    Ok(record(task, world, step))
+    Ok(record(task, world, step, receipts))
 }
 
 /// The remedy tool for `missing_file`: it finds the file only where that fault is injected.
@@ -203,7 +219,12 @@ fn fault_after_args(
 }
 
 /// A valid performance: count it (and a repeated side effect), reveal the step's facts.
-fn record(task: &SuiteTask, world: &mut TaskWorld, step: &TaskStep) -> ToolReply {
+fn record(
+    task: &SuiteTask,
+    world: &mut TaskWorld,
+    step: &TaskStep,
+    receipts: &Receipts,
+) -> ToolReply {
     let sid = step.id.clone();
     let count = world.performed.entry(sid.clone()).or_insert(0);
     *count += 1;
@@ -220,7 +241,7 @@ fn record(task: &SuiteTask, world: &mut TaskWorld, step: &TaskStep) -> ToolReply
             )
         })
         .collect();
-    revealed.insert("receipt".into(), json!(format!("done:{sid}")));
+    revealed.insert("receipt".into(), json!(receipts.of(&sid)));
     if world.gone
         && let Some(fact) = task.fault.as_ref().and_then(|f| f.fact.clone())
         && step.reveals.contains_key(&fact)

@@ -1,0 +1,308 @@
+//! Traces of a live evaluation, for calibrating the world's slip rates (rule 8): every real
+//! model answer judged against the ground truth ([`World::judge`]), written as `trace.jsonl`,
+//! and `slips.md`/`slips.json`, the counts per call kind and the least-squares fit of the
+//! stop-early form `stop_base + stop_per_unwritten * unwritten + stop_per_kchar * kchars` and
+//! of `misorder_per_unwritten * unwritten` (docs/evaluation.md, "Calibrating the slips").
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use super::suite::SlipRates;
+use super::world::{Judged, Verdict, World};
+use crate::engine::runtime::ports::{ModelCall, ModelPort, ModelReply, PortError};
+
+/// A model port that judges every answer of the model it wraps.
+pub struct Tracing {
+    inner: Arc<dyn ModelPort>,
+    world: Arc<World>,
+    judged: Mutex<Vec<Judged>>,
+}
+
+impl Tracing {
+    pub fn new(inner: Arc<dyn ModelPort>, world: Arc<World>) -> Tracing {
+        Tracing {
+            inner,
+            world,
+            judged: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn judged(&self) -> Vec<Judged> {
+        self.judged
+            .lock()
+            .map(|j| j.clone())
+            .unwrap_or_else(|poisoned| poisoned.into_inner().clone())
+    }
+}
+
+#[async_trait]
+impl ModelPort for Tracing {
+    async fn complete(&self, call: ModelCall) -> Result<ModelReply, PortError> {
+        let reply = self.inner.complete(call.clone()).await;
+        let judged = match &reply {
+            Ok(answer) => self.world.judge(&call, &answer.value).await,
+            Err(_) => None,
+        };
+        if let Some(judged) = judged {
+            match self.judged.lock() {
+                Ok(mut all) => all.push(judged),
+                Err(poisoned) => poisoned.into_inner().push(judged),
+            }
+        }
+        reply
+    }
+}
+
+/// What the traces say, per kind of call that chooses what to do next.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SlipCounts {
+    /// `purpose/milestone`, e.g. `tactical/reactive`, `tactical/direct`, `strategic/v1`.
+    pub kind: String,
+    /// Calls made with steps pending.
+    pub calls: u32,
+    pub next: u32,
+    pub stop: u32,
+    pub later: u32,
+    pub wrong_args: u32,
+    pub repeat: u32,
+    pub other: u32,
+    pub mean_unwritten: f64,
+    pub mean_kchars: f64,
+}
+
+/// The calibration: counts per kind and the fitted rates over every call with steps pending.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Calibration {
+    pub calls: usize,
+    pub kinds: Vec<SlipCounts>,
+    pub fitted: SlipRates,
+}
+
+fn kind(j: &Judged) -> String {
+    let milestone = match j.milestone.as_deref() {
+        Some(m @ ("reactive" | "direct" | "v1" | "one_shot")) => m,
+        Some(_) => "milestone",
+        None => "-",
+    };
+    format!("{}/{milestone}", j.purpose)
+}
+
+/// Counts and fits the judged calls that had steps pending (the gate and the verifier choose
+/// nothing and are left out).
+pub fn calibrate(judged: &[Judged]) -> Calibration {
+    let acting: Vec<&Judged> = judged
+        .iter()
+        .filter(|j| j.pending > 0 && j.purpose != "gate" && j.purpose != "verifier")
+        .collect();
+    let mut kinds: Vec<SlipCounts> = Vec::new();
+    for j in &acting {
+        let name = kind(j);
+        let index = match kinds.iter().position(|k| k.kind == name) {
+            Some(index) => index,
+            None => {
+                kinds.push(SlipCounts {
+                    kind: name,
+                    ..SlipCounts::default()
+                });
+                kinds.len() - 1
+            }
+        };
+        let k = &mut kinds[index];
+        k.calls += 1;
+        match j.first {
+            Verdict::Next => k.next += 1,
+            Verdict::Stop => k.stop += 1,
+            Verdict::Later => k.later += 1,
+            Verdict::WrongArgs => k.wrong_args += 1,
+            Verdict::Repeat => k.repeat += 1,
+            Verdict::Other => k.other += 1,
+            Verdict::Done => {}
+        }
+        k.mean_unwritten += j.unwritten as f64;
+        k.mean_kchars += j.chars as f64 / 1000.0;
+    }
+    for k in &mut kinds {
+        let n = f64::from(k.calls.max(1));
+        k.mean_unwritten /= n;
+        k.mean_kchars /= n;
+    }
+    Calibration {
+        calls: acting.len(),
+        kinds,
+        fitted: fit(&acting),
+    }
+}
+
+/// Least squares of the stop indicator on (1, unwritten, kchars) and of the misorder indicator
+/// on unwritten alone (through the origin), each rate clamped to 0..=1.
+fn fit(acting: &[&Judged]) -> SlipRates {
+    let rows: Vec<([f64; 3], f64, f64)> = acting
+        .iter()
+        .map(|j| {
+            let x = [1.0, j.unwritten as f64, j.chars as f64 / 1000.0];
+            let stop = f64::from(u8::from(j.first == Verdict::Stop));
+            let later = f64::from(u8::from(j.first == Verdict::Later));
+            (x, stop, later)
+        })
+        .collect();
+    let mut xtx = [[0.0; 3]; 3];
+    let mut xty = [0.0; 3];
+    for (x, y, _) in &rows {
+        for a in 0..3 {
+            xty[a] += x[a] * y;
+            for b in 0..3 {
+                xtx[a][b] += x[a] * x[b];
+            }
+        }
+    }
+    let stop = solve(xtx, xty).unwrap_or([0.0; 3]);
+    let (uu, uy) = rows.iter().fold((0.0, 0.0), |(uu, uy), (x, _, later)| {
+        (uu + x[1] * x[1], uy + x[1] * later)
+    });
+    let clamp = |v: f64| {
+        if v.is_finite() {
+            v.clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
+    };
+    SlipRates {
+        stop_base: clamp(stop[0]),
+        stop_per_unwritten: clamp(stop[1]),
+        stop_per_kchar: clamp(stop[2]),
+        misorder_per_unwritten: clamp(if uu > 0.0 { uy / uu } else { 0.0 }),
+    }
+}
+
+/// Gaussian elimination with partial pivoting; `None` for a singular system (too few or too
+/// uniform traces to separate the terms).
+fn solve(mut a: [[f64; 3]; 3], mut b: [f64; 3]) -> Option<[f64; 3]> {
+    for col in 0..3 {
+        let pivot = (col..3).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))?;
+        if a[pivot][col].abs() < 1e-9 {
+            return None;
+        }
+        a.swap(col, pivot);
+        b.swap(col, pivot);
+        for row in col + 1..3 {
+            let factor = a[row][col] / a[col][col];
+            let pivot_row = a[col];
+            for (cell, above) in a[row].iter_mut().zip(pivot_row).skip(col) {
+                *cell -= factor * above;
+            }
+            b[row] -= factor * b[col];
+        }
+    }
+    let mut x = [0.0; 3];
+    for row in (0..3).rev() {
+        let rest: f64 = (row + 1..3).map(|k| a[row][k] * x[k]).sum();
+        x[row] = (b[row] - rest) / a[row][row];
+    }
+    Some(x)
+}
+
+impl Calibration {
+    pub fn markdown(&self) -> String {
+        let mut out = format!(
+            "# Slip calibration from {} live calls with steps pending\n\n| kind | calls | next | \
+             stop | later | wrong args | repeat | other | mean unwritten | mean kchars |\n\
+             |---|---|---|---|---|---|---|---|---|---|\n",
+            self.calls
+        );
+        for k in &self.kinds {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.1} |",
+                k.kind,
+                k.calls,
+                k.next,
+                k.stop,
+                k.later,
+                k.wrong_args,
+                k.repeat,
+                k.other,
+                k.mean_unwritten,
+                k.mean_kchars
+            );
+        }
+        let f = &self.fitted;
+        let _ = writeln!(
+            out,
+            "\nFitted `[world.slips]`: stop_base = {:.4}, stop_per_unwritten = {:.4}, \
+             stop_per_kchar = {:.4}, misorder_per_unwritten = {:.4}",
+            f.stop_base, f.stop_per_unwritten, f.stop_per_kchar, f.misorder_per_unwritten
+        );
+        out
+    }
+}
+
+/// Writes `trace.jsonl`, `slips.json` and `slips.md` under `out`.
+pub fn write(out: &Path, judged: &[Judged]) -> std::io::Result<Calibration> {
+    let lines: Vec<String> = judged
+        .iter()
+        .filter_map(|j| serde_json::to_string(j).ok())
+        .collect();
+    let mut text = lines.join("\n");
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    std::fs::write(out.join("trace.jsonl"), text)?;
+    let calibration = calibrate(judged);
+    let json = serde_json::to_string_pretty(&calibration).map_err(std::io::Error::other)?;
+    std::fs::write(out.join("slips.json"), json)?;
+    std::fs::write(out.join("slips.md"), calibration.markdown())?;
+    Ok(calibration)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn judged(unwritten: usize, chars: usize, first: Verdict) -> Judged {
+        Judged {
+            task: "t".into(),
+            repeat: 0,
+            purpose: "tactical".into(),
+            milestone: Some("reactive".into()),
+            chars,
+            pending: unwritten.max(1),
+            unwritten,
+            first,
+            covered: None,
+        }
+    }
+
+    #[test]
+    fn the_fit_recovers_a_stop_rate_that_grows_with_unwritten_steps() {
+        // Stops in 0 of 4 calls at unwritten 1, 1 of 4 at 2, 2 of 4 at 3: slope 0.25.
+        let mut calls = Vec::new();
+        for (u, stops) in [(1, 0), (2, 1), (3, 2)] {
+            for i in 0..4 {
+                let first = if i < stops {
+                    Verdict::Stop
+                } else {
+                    Verdict::Next
+                };
+                calls.push(judged(u, 1000 + 500 * i, first));
+            }
+        }
+        calls.push(judged(2, 2000, Verdict::Later));
+        let c = calibrate(&calls);
+        assert_eq!(c.calls, 13);
+        assert_eq!(c.kinds[0].stop, 3);
+        assert_eq!(c.kinds[0].later, 1);
+        assert!(c.fitted.stop_per_unwritten > 0.15, "{:?}", c.fitted);
+        assert!(c.fitted.misorder_per_unwritten > 0.0);
+        assert!(c.markdown().contains("tactical/reactive"));
+    }
+
+    #[test]
+    fn too_few_traces_fit_nothing_rather_than_nonsense() {
+        let c = calibrate(&[judged(1, 100, Verdict::Next)]);
+        assert_eq!(c.fitted, SlipRates::default());
+    }
+}

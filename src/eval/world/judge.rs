@@ -1,0 +1,115 @@
+//! Judging a real model's answers against the ground truth (`cairn eval --live`): what each
+//! call could see (pending steps, how many its input leaves unnamed, its length) and what it
+//! did with them (the next step, a later one, wrong arguments, a tool no pending step uses, or
+//! "done" with work pending). These are the traces rule 8's slip rates are calibrated from
+//! (`crate::eval::trace`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::mind::Mind;
+use super::perform::means;
+use super::resolve_truth;
+use crate::eval::suite::TaskStep;
+
+/// What one proposed call (or a "done") meant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The first pending step, with the right arguments.
+    Next,
+    /// A later pending step first: a skip or a misorder.
+    Later,
+    /// A pending step's tool with wrong arguments (an invented or guessed value).
+    WrongArgs,
+    /// A step already done, again.
+    Repeat,
+    /// A tool no pending step uses (an unrequested call).
+    Other,
+    /// "Done" (or an answer, or an empty list) while steps are pending: stopped early.
+    Stop,
+    /// "Done" with nothing pending.
+    Done,
+}
+
+/// One judged call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Judged {
+    pub task: String,
+    pub repeat: u32,
+    pub purpose: String,
+    pub milestone: Option<String>,
+    /// Characters of prompt and input.
+    pub chars: usize,
+    pub pending: usize,
+    pub unwritten: usize,
+    /// The first proposed call's verdict (or `stop`/`done`).
+    pub first: Verdict,
+    /// For a list: how many distinct pending steps it proposes (all of them, when complete).
+    pub covered: Option<usize>,
+}
+
+impl Mind<'_> {
+    /// Judges `value`, the answer a model gave to a call whose context this mind holds.
+    pub(super) fn judge(&self, value: &Value) -> (usize, usize, Verdict, Option<usize>) {
+        let pending = self.pending();
+        let unwritten = self.unwritten(&pending);
+        let stop = if pending.is_empty() {
+            Verdict::Done
+        } else {
+            Verdict::Stop
+        };
+        if value.get("done").and_then(Value::as_bool) == Some(true) {
+            return (pending.len(), unwritten, stop, None);
+        }
+        if let Some(tool) = value.get("tool").and_then(Value::as_str) {
+            let verdict = self.verdict(tool, value.get("args"), &pending);
+            return (pending.len(), unwritten, verdict, None);
+        }
+        let Some(steps) = value.get("steps").and_then(Value::as_array) else {
+            return (pending.len(), unwritten, stop, None);
+        };
+        let calls: Vec<(&str, Option<&Value>)> = steps
+            .iter()
+            .filter_map(|s| Some((s.get("tool")?.as_str()?, s.get("args"))))
+            .collect();
+        let first = calls
+            .first()
+            .map(|(tool, args)| self.verdict(tool, *args, &pending))
+            .unwrap_or(stop);
+        let covered = pending
+            .iter()
+            .filter(|p| {
+                calls
+                    .iter()
+                    .any(|(tool, args)| self.matches(p, tool, *args))
+            })
+            .count();
+        (pending.len(), unwritten, first, Some(covered))
+    }
+
+    fn matches(&self, step: &TaskStep, tool: &str, args: Option<&Value>) -> bool {
+        step.tool == tool
+            && step.args.iter().all(|(name, template)| {
+                let given = args.and_then(|a| a.get(name)).map(text).unwrap_or_default();
+                means(&given, &resolve_truth(template, &self.facts))
+            })
+    }
+
+    fn verdict(&self, tool: &str, args: Option<&Value>, pending: &[&TaskStep]) -> Verdict {
+        match pending.iter().position(|s| self.matches(s, tool, args)) {
+            Some(0) => Verdict::Next,
+            Some(_) => Verdict::Later,
+            None if pending.iter().any(|s| s.tool == tool) => Verdict::WrongArgs,
+            None if self.task.steps.iter().any(|s| self.matches(s, tool, args)) => Verdict::Repeat,
+            None => Verdict::Other,
+        }
+    }
+}
+
+fn text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,249 @@
+//! The world's truth rules: order is enforced, receipts carry a nonce only tools give out,
+//! and the gate's estimate is noisy within its stated bound.
+
+use serde_json::{Value, json};
+
+use super::mind::Mind;
+use super::perform::perform;
+use super::{Receipts, TaskWorld, truth_facts};
+use crate::engine::runtime::ports::Purpose;
+use crate::eval::suite::{Suite, SuiteTask};
+
+fn vm_task() -> SuiteTask {
+    let suite: Suite = toml::from_str(
+        r#"
+name = "t"
+[[tasks]]
+id = "vm"
+category = "medium"
+goal = "Create a VM, install the profiler on it and collect a CPU profile."
+steps = [
+  { id = "vm", tool = "create_vm", args = { image = "base" }, reveals = { vm = "vm-31a" }, writes = true, phase = "provision" },
+  { id = "install", tool = "run_command", args = { host = "{vm}", cmd = "install profiler" }, writes = true, phase = "install" },
+  { id = "profile", tool = "run_command", args = { host = "{vm}", cmd = "profile cpu" }, phase = "collect", after = ["install"] },
+]
+"#,
+    )
+    .unwrap();
+    suite.check().unwrap();
+    suite.tasks[0].clone()
+}
+
+const RECEIPTS: Receipts<'static> = Receipts {
+    seed: 7,
+    task: "vm",
+    repeat: 0,
+};
+
+fn call(task: &SuiteTask, world: &mut TaskWorld, tool: &str, args: Value) -> (bool, Value) {
+    let reply = perform(task, world, &RECEIPTS, (tool, &args)).unwrap();
+    (
+        reply.error.is_none(),
+        json!({"error": reply.error, "output": reply.output}),
+    )
+}
+
+fn fresh(task: &SuiteTask) -> TaskWorld {
+    TaskWorld {
+        facts: truth_facts(task),
+        ..TaskWorld::default()
+    }
+}
+
+#[test]
+fn a_step_before_its_prerequisite_fails_even_with_the_right_arguments() {
+    let task = vm_task();
+    let mut world = fresh(&task);
+    // The right host, guessed: the VM does not exist yet.
+    let (ok, reply) = call(
+        &task,
+        &mut world,
+        "run_command",
+        json!({"host": "vm-31a", "cmd": "install profiler"}),
+    );
+    assert!(!ok, "{reply}");
+    assert!(
+        reply["error"]
+            .as_str()
+            .unwrap()
+            .contains("vm has not happened"),
+        "{reply}"
+    );
+    assert!(call(&task, &mut world, "create_vm", json!({"image": "base"})).0);
+    // Profiling before the profiler is installed fails too (an `after` prerequisite).
+    let (ok, reply) = call(
+        &task,
+        &mut world,
+        "run_command",
+        json!({"host": "vm-31a", "cmd": "profile cpu"}),
+    );
+    assert!(!ok, "{reply}");
+    assert!(
+        reply["error"]
+            .as_str()
+            .unwrap()
+            .contains("install has not happened")
+    );
+    assert!(
+        call(
+            &task,
+            &mut world,
+            "run_command",
+            json!({"host": "vm-31a", "cmd": "install profiler"})
+        )
+        .0
+    );
+    assert!(
+        call(
+            &task,
+            &mut world,
+            "run_command",
+            json!({"host": "vm-31a", "cmd": "profile cpu"})
+        )
+        .0
+    );
+    assert_eq!(world.misordered, 2);
+    assert_eq!(world.performed.len(), 3);
+}
+
+fn mind<'a>(task: &'a SuiteTask, context: String) -> Mind<'a> {
+    Mind {
+        task,
+        repeat: 0,
+        seed: 7,
+        guess_success: 0.5,
+        gate_noise: 1,
+        slips: Default::default(),
+        context,
+        facts: truth_facts(task),
+    }
+}
+
+#[test]
+fn only_a_tool_output_carries_a_receipt_the_model_believes() {
+    let task = vm_task();
+    let mut world = fresh(&task);
+    let (_, reply) = call(&task, &mut world, "create_vm", json!({"image": "base"}));
+    let receipt = reply["output"]["receipt"].as_str().unwrap().to_string();
+    assert!(
+        receipt.starts_with("done:vm#") && receipt.len() > "done:vm#".len(),
+        "{receipt}"
+    );
+    // A plan's text naming the receipt is not the receipt: the verifier still finds vm missing.
+    let written = mind(&task, r#"{"outcome": "receipt done:vm"}"#.into());
+    let verdict = written.reply(Purpose::Verifier, None, &[]);
+    assert_eq!(verdict["verdict"], "fail", "{verdict}");
+    let seen = mind(&task, format!("{{\"observations\": [{reply}]}}"));
+    let verdict = seen.reply(Purpose::Verifier, None, &[]);
+    assert!(
+        verdict["reason"]
+            .as_str()
+            .unwrap()
+            .contains("install, profile"),
+        "{verdict}"
+    );
+}
+
+#[test]
+fn the_plan_states_every_prerequisite_and_the_gate_estimate_stays_within_its_noise() {
+    let task = vm_task();
+    let plan = mind(&task, String::new()).reply(Purpose::Strategic, None, &[]);
+    let collect = &plan["milestones"][2];
+    assert_eq!(collect["id"], "collect");
+    let deps: Vec<&str> = collect["depends_on"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    assert_eq!(deps, vec!["install", "provision"]);
+    let mut seen = std::collections::BTreeSet::new();
+    for repeat in 0..20 {
+        let mut m = mind(&task, String::new());
+        m.repeat = repeat;
+        let gate = m.reply(Purpose::Gate, None, &[]);
+        let estimate = gate["est_tool_calls"].as_i64().unwrap();
+        assert!((2..=4).contains(&estimate), "{gate}");
+        seen.insert(estimate);
+        assert_eq!(gate["goal_kind"], "change");
+    }
+    assert!(seen.len() > 1, "the estimate is noisy: {seen:?}");
+}
+
+fn slipping<'a>(
+    task: &'a SuiteTask,
+    context: String,
+    slips: crate::eval::suite::SlipRates,
+) -> Mind<'a> {
+    Mind {
+        slips,
+        ..mind(task, context)
+    }
+}
+
+#[test]
+fn with_every_step_unnamed_a_stopping_model_says_done_and_a_list_is_cut() {
+    let task = vm_task();
+    let always = crate::eval::suite::SlipRates {
+        stop_base: 1.0,
+        ..Default::default()
+    };
+    let reactive = slipping(&task, "{\"goal\": \"...\"}".into(), always);
+    let reply = reactive.reply(Purpose::Tactical, Some("reactive"), &[]);
+    assert_eq!(reply["done"], true, "{reply}");
+    let v1 = reactive.reply(Purpose::Strategic, Some("v1"), &[]);
+    assert_eq!(v1["steps"].as_array().unwrap().len(), 1, "{v1}");
+    // No slips by default: the same call proposes the first step.
+    let calm = mind(&task, "{\"goal\": \"...\"}".into());
+    assert_eq!(
+        calm.reply(Purpose::Tactical, Some("reactive"), &[])["id"],
+        "vm"
+    );
+    assert_eq!(
+        calm.reply(Purpose::Strategic, Some("v1"), &[])["steps"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+}
+
+#[test]
+fn unnamed_pending_steps_raise_the_chances_and_a_refusal_teaches_the_order() {
+    let task = vm_task();
+    let rates = crate::eval::suite::SlipRates {
+        stop_per_unwritten: 0.1,
+        misorder_per_unwritten: 0.5,
+        ..Default::default()
+    };
+    assert!((rates.stop(3, 0) - 0.3).abs() < 1e-9);
+    assert_eq!(rates.misorder(3), 1.0);
+    let bare = slipping(&task, "{\"goal\": \"...\"}".into(), rates);
+    assert_eq!(bare.unwritten(&task.steps.iter().collect::<Vec<_>>()), 3);
+    // A plan in the input names the milestones: nothing is unwritten.
+    let planned = slipping(
+        &task,
+        "{\"milestones\": [{\"id\": \"provision\"}, {\"id\": \"install\"}, {\"id\": \"collect\"}]}"
+            .into(),
+        rates,
+    );
+    assert_eq!(planned.unwritten(&task.steps.iter().collect::<Vec<_>>()), 0);
+    let misorder = crate::eval::suite::SlipRates {
+        misorder_per_unwritten: 1.0,
+        ..Default::default()
+    };
+    let skipping = slipping(&task, "{\"goal\": \"...\"}".into(), misorder);
+    assert_eq!(
+        skipping.reply(Purpose::Tactical, Some("reactive"), &[])["id"],
+        "install"
+    );
+    let taught = slipping(
+        &task,
+        "{\"error\": \"(signal order:install)\"}".into(),
+        misorder,
+    );
+    assert_eq!(
+        taught.reply(Purpose::Tactical, Some("reactive"), &[])["id"],
+        "vm"
+    );
+}
