@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use cairn::config::{Config, LogFormat};
+use cairn::store::keys::{self, ApiKey};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -37,6 +38,13 @@ enum Command {
     },
     /// Print the OpenAPI document (what `openapi/openapi.json` holds).
     Openapi,
+    /// Create, list and revoke API keys (in the configured store).
+    Keys {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(subcommand)]
+        action: KeysAction,
+    },
     /// Serve a simulated OpenAI-compatible model and tools from a scenario file (loopback only;
     /// everything it answers is labelled simulated). See docs/scenarios.md.
     Sim {
@@ -84,6 +92,30 @@ enum Command {
     },
 }
 
+#[derive(Debug, Subcommand)]
+enum KeysAction {
+    /// Create a key and print it once, alone on stdout (only its hash is stored).
+    Create {
+        /// The tenant the key acts for: 1-64 letters, digits, '.', '_' or '-'.
+        #[arg(long)]
+        tenant: String,
+        /// Comma-separated: read, submit, admin.
+        #[arg(long)]
+        scopes: String,
+        /// A label to recognise the key by in `cairn keys list`.
+        #[arg(long)]
+        name: Option<String>,
+        /// Only when the store holds no key yet (a first-start bootstrap step); otherwise
+        /// print nothing and succeed.
+        #[arg(long)]
+        if_no_keys: bool,
+    },
+    /// List keys: id, tenant, scopes, name, created, revoked (never a secret).
+    List,
+    /// Revoke a key by id; requests with it are refused from then on.
+    Revoke { id: String },
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -121,6 +153,7 @@ fn main() -> ExitCode {
             cairn::server::open_migrated(&config).await.map(|_| ())
         }),
         Command::Sim { scenario, port } => run_sim(scenario, port),
+        Command::Keys { config, action } => run_keys(config, action),
     }
 }
 
@@ -212,10 +245,11 @@ fn eval(args: EvalArgs) -> ExitCode {
 }
 
 /// Loads the config, starts logging and the runtime, runs `body`, maps failure to exit code 1.
-fn run<F, Fut>(file: Option<PathBuf>, body: F) -> ExitCode
+fn run<F, Fut, E>(file: Option<PathBuf>, body: F) -> ExitCode
 where
     F: FnOnce(Config) -> Fut,
-    Fut: std::future::Future<Output = Result<(), cairn::server::ServeError>>,
+    Fut: std::future::Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
 {
     let config = match Config::from_process_env(file.as_deref()) {
         Ok(config) => config,
@@ -257,4 +291,76 @@ fn init_tracing(format: LogFormat, default_level: &str) {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
     }
+}
+
+/// `cairn keys ...`: usage errors exit 2, store failures 1, each with one line on stderr.
+fn run_keys(file: Option<PathBuf>, action: KeysAction) -> ExitCode {
+    if let KeysAction::Create { tenant, scopes, .. } = &action {
+        let checked = keys::validate_tenant(tenant).and_then(|()| keys::parse_scopes(scopes));
+        if let Err(error) = checked {
+            eprintln!("cairn keys: {error}");
+            return ExitCode::from(2);
+        }
+    }
+    run(file, |config| async move {
+        // Not `open_migrated`: stdout carries only the new key, for `KEY=$(cairn keys create ..)`.
+        let store = cairn::store::open(&config.store()).await?;
+        store.migrate().await?;
+        keys_action(store.as_ref(), &cairn::clock::SystemClock, action).await
+    })
+}
+
+async fn keys_action(
+    store: &dyn cairn::store::Store,
+    clock: &dyn cairn::clock::Clock,
+    action: KeysAction,
+) -> anyhow::Result<()> {
+    match action {
+        KeysAction::Create {
+            tenant,
+            scopes,
+            name,
+            if_no_keys,
+        } => {
+            if if_no_keys && store.has_api_keys().await? {
+                eprintln!("cairn keys: the store already holds a key; none created");
+                return Ok(());
+            }
+            let generated = keys::generate_key(&tenant, keys::parse_scopes(&scopes)?, name)?;
+            let key = store.create_api_key(generated.new, clock.now()).await?;
+            println!("{}", generated.token.expose());
+            eprintln!(
+                "cairn keys: created key {} for tenant {} with scopes {}; it is shown only \
+                 this once, store it now",
+                key.id,
+                key.tenant_id,
+                keys::scopes_text(&key.scopes)
+            );
+        }
+        KeysAction::List => {
+            println!("ID\tTENANT\tSCOPES\tNAME\tCREATED\tREVOKED");
+            for key in store.list_api_keys().await? {
+                println!("{}", key_line(&key));
+            }
+        }
+        KeysAction::Revoke { id } => match store.revoke_api_key(&id, clock.now()).await? {
+            Some(key) => eprintln!("cairn keys: key {} revoked", key.id),
+            None => anyhow::bail!("no key with id {id:?} (see `cairn keys list`)"),
+        },
+    }
+    Ok(())
+}
+
+fn key_line(key: &ApiKey) -> String {
+    let time =
+        |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    format!(
+        "{}\t{}\t{}\t{}\t{}\t{}",
+        key.id,
+        key.tenant_id,
+        keys::scopes_text(&key.scopes),
+        key.name.as_deref().unwrap_or("-"),
+        time(key.created_at),
+        key.revoked_at.map_or_else(|| "-".to_string(), time)
+    )
 }

@@ -41,6 +41,9 @@ pub enum ServeError {
     /// The engine could not be built from the configuration (a model endpoint, a tools file).
     #[error("cannot start the engine: {0}")]
     Engine(String),
+    /// Serving would expose the API without authentication (see `crate::http::auth`).
+    #[error(transparent)]
+    Auth(#[from] crate::http::auth::AuthStartError),
 }
 
 /// Opens and migrates the configured store; what `cairn migrate` does and `serve` starts with.
@@ -82,6 +85,8 @@ pub async fn serve_with(
     rollout: Arc<crate::engine::rollout::Rollout>,
 ) -> Result<(), ServeError> {
     let store = open_migrated(&config).await?;
+    let auth =
+        crate::http::auth::start_mode(config.auth, config.listen_addr, store.as_ref()).await?;
     let engine = make_engine(&config, store.clone())?;
     let models = crate::wiring::clients::model_probe(&config)
         .map_err(|error| ServeError::Engine(error.to_string()))?;
@@ -113,7 +118,9 @@ pub async fn serve_with(
         clock.clone(),
         worker_id.clone(),
     ));
-    let state = crate::http::AppState::new(store.clone(), clock, &config).with_rollout(rollout);
+    let state = crate::http::AppState::new(store.clone(), clock, &config)
+        .with_rollout(rollout)
+        .with_auth(auth);
     let state = match models {
         Some(probe) => state.with_model_probe(probe),
         None => state,

@@ -69,7 +69,10 @@ async fn crash_and_resume(db: Db<'_>, store: &dyn Store, env: &[(&str, &str)]) {
     })
     .await;
     first.kill().await;
-    let before = store.list_events(id, 0, 10_000).await.expect("events");
+    let before = store
+        .list_events(DEFAULT_TENANT, id, 0, 10_000)
+        .await
+        .expect("events");
     let steps_before = count(&before, kinds::ENGINE_STEP);
     assert!(
         (steps_before as u64) < STEPS,

@@ -38,8 +38,9 @@ async fn a_crash_mid_m4_resumes_without_repeating_side_effects() {
     let store = PgStore::connect(&pg.url, 4).await.expect("connect");
     store.migrate().await.expect("migrate");
 
-    // The worked example, with slow file edits so the kill lands between m4's two L2 steps.
-    let stack = SimStack::start("worked_example.json", &["edit_file"], 400).await;
+    // The worked example, with slow file edits (1 s) so the kill lands between m4's two L2
+    // steps even on a loaded machine.
+    let stack = SimStack::start("worked_example.json", &["edit_file"], 1_000).await;
     let sim = &stack.sim;
     let env = stack.env();
 

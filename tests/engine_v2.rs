@@ -88,7 +88,10 @@ async fn worked_example_reproduces_the_seed_ledger() {
     assert_eq!(result["verified"], true);
     assert_eq!(result["gate"]["route"], "plan");
 
-    let entries = store.list_ledger_entries(task.id).await.expect("ledger");
+    let entries = store
+        .list_ledger_entries(cairn::domain::task::DEFAULT_TENANT, task.id)
+        .await
+        .expect("ledger");
     assert_eq!(sum(&entries, "allocate", None), 40_000, "the reserve");
     assert_eq!(sum(&entries, "allocate", Some("m1")), 22_857);
     for m in ["m2", "m3", "m4"] {
@@ -133,7 +136,10 @@ async fn worked_example_reproduces_the_seed_ledger() {
         .map(|(_, _, d)| d["level"].as_str().unwrap_or_default().to_string())
         .collect();
     assert_eq!(levels, ["retry_step", "replan_milestone"]);
-    let versions = store.list_plan_versions(task.id).await.expect("versions");
+    let versions = store
+        .list_plan_versions(cairn::domain::task::DEFAULT_TENANT, task.id)
+        .await
+        .expect("versions");
     let reasons: Vec<&str> = versions.iter().map(|v| v.reason.as_str()).collect();
     assert_eq!(reasons, ["initial", "retry_step", "replan_milestone"]);
     for v in &versions[1..] {
@@ -297,7 +303,7 @@ async fn invalid_plans_are_refused_and_re_asked_with_the_errors() {
     );
     assert_eq!(
         store
-            .list_plan_versions(task.id)
+            .list_plan_versions(cairn::domain::task::DEFAULT_TENANT, task.id)
             .await
             .expect("versions")
             .len(),
@@ -334,7 +340,7 @@ async fn a_planner_that_never_validates_fails_the_task_without_executing() {
     assert!(tools.log.lock().unwrap().is_empty());
     assert!(
         store
-            .list_plan_versions(task.id)
+            .list_plan_versions(cairn::domain::task::DEFAULT_TENANT, task.id)
             .await
             .expect("versions")
             .is_empty()
@@ -478,7 +484,10 @@ async fn budget_exhaustion_stops_with_a_report() {
             .unwrap_or_default()
             .contains("reserve")
     );
-    let entries = store.list_ledger_entries(task.id).await.expect("ledger");
+    let entries = store
+        .list_ledger_entries(cairn::domain::task::DEFAULT_TENANT, task.id)
+        .await
+        .expect("ledger");
     assert_eq!(
         sum(&entries, "grant", Some("m2")),
         4_900,
@@ -609,7 +618,10 @@ async fn every_repair_level_is_reached_and_a_repeated_fingerprint_escalates() {
             .unwrap_or_default()
             .contains("m1")
     );
-    let versions = store.list_plan_versions(task.id).await.expect("versions");
+    let versions = store
+        .list_plan_versions(cairn::domain::task::DEFAULT_TENANT, task.id)
+        .await
+        .expect("versions");
     let reasons: Vec<&str> = versions.iter().map(|v| v.reason.as_str()).collect();
     assert_eq!(
         reasons,
@@ -696,7 +708,10 @@ async fn a_tool_that_is_gone_marks_the_plan_stale_and_replans_the_strategy() {
         ["replan_strategy"],
         "no step retry or milestone replan for a gone tool"
     );
-    let versions = store.list_plan_versions(task.id).await.expect("versions");
+    let versions = store
+        .list_plan_versions(cairn::domain::task::DEFAULT_TENANT, task.id)
+        .await
+        .expect("versions");
     let reasons: Vec<&str> = versions.iter().map(|v| v.reason.as_str()).collect();
     assert_eq!(reasons, ["initial", "replan_strategy"]);
     assert_eq!(

@@ -214,7 +214,10 @@ async fn expire_reap_and_refuse(store_a: Arc<dyn Store>, store_b: Arc<dyn Store>
         .expect("exists");
     assert_eq!(task.status, TaskStatus::Succeeded);
     assert_eq!(task.attempts, 2);
-    let events = store_a.list_events(id, 0, 100).await.expect("events");
+    let events = store_a
+        .list_events(DEFAULT_TENANT, id, 0, 100)
+        .await
+        .expect("events");
     let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
     assert_eq!(
         kinds,
@@ -271,7 +274,10 @@ async fn heartbeat_stops_the_engine_when_the_lease_is_lost() {
         .expect("get")
         .expect("exists");
     assert_eq!(task.status, TaskStatus::Cancelled);
-    let events = store.list_events(id, 0, 100).await.expect("events");
+    let events = store
+        .list_events(DEFAULT_TENANT, id, 0, 100)
+        .await
+        .expect("events");
     assert!(events.iter().all(|e| e.kind != kinds::ENGINE_STEP));
     assert!(pool.shutdown(Duration::from_secs(5)).await.drained);
     db.drop_database().await;

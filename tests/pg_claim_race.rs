@@ -122,7 +122,7 @@ async fn concurrent_claimers_claim_each_task_exactly_once() {
 
     for (task_id, worker) in &owners {
         let events = stores[2]
-            .list_events(*task_id, 0, 100)
+            .list_events(DEFAULT_TENANT, *task_id, 0, 100)
             .await
             .expect("events");
         let seqs: Vec<i64> = events.iter().map(|event| event.seq).collect();
@@ -143,8 +143,14 @@ async fn footprint(store: &PgStore, task_id: Uuid) -> (i64, usize, usize) {
         .await
         .expect("get")
         .expect("task exists");
-    let events = store.list_events(task_id, 0, 1000).await.expect("events");
-    let ledger = store.list_ledger_entries(task_id).await.expect("ledger");
+    let events = store
+        .list_events(DEFAULT_TENANT, task_id, 0, 1000)
+        .await
+        .expect("events");
+    let ledger = store
+        .list_ledger_entries(DEFAULT_TENANT, task_id)
+        .await
+        .expect("ledger");
     (task.last_seq, events.len(), ledger.len())
 }
 
@@ -253,7 +259,7 @@ async fn stale_fence_is_lease_lost_and_writes_nothing() {
         }
     );
     let kinds_seen: Vec<String> = store
-        .list_events(task.id, 0, 100)
+        .list_events(DEFAULT_TENANT, task.id, 0, 100)
         .await
         .expect("events")
         .into_iter()
@@ -354,7 +360,7 @@ async fn terminal_commit_and_release_clear_the_lease() {
     assert_eq!(task.result, Some(json!({ "answer": 42 })));
     assert_eq!(task.plan_version, Some(1));
     let plan = store
-        .get_plan_version(done.id, 1)
+        .get_plan_version(DEFAULT_TENANT, done.id, 1)
         .await
         .expect("plan")
         .expect("version 1 stored");
@@ -363,10 +369,16 @@ async fn terminal_commit_and_release_clear_the_lease() {
         ("initial", Some(2))
     );
     assert_eq!(
-        store.list_plan_versions(done.id).await.expect("plans"),
+        store
+            .list_plan_versions(DEFAULT_TENANT, done.id)
+            .await
+            .expect("plans"),
         vec![plan]
     );
-    let artifacts = store.list_artifacts(done.id).await.expect("artifacts");
+    let artifacts = store
+        .list_artifacts(DEFAULT_TENANT, done.id)
+        .await
+        .expect("artifacts");
     assert_eq!(artifacts.len(), 1);
     assert_eq!(
         (artifacts[0].name.as_str(), &artifacts[0].value),

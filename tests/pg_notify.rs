@@ -95,7 +95,10 @@ async fn events_committed_on_one_replica_wake_the_other() {
     })
     .await;
     // The hint is only a pointer: B reads the rows itself.
-    let events = b.list_events(task.id, 2, 10).await.expect("events");
+    let events = b
+        .list_events(DEFAULT_TENANT, task.id, 2, 10)
+        .await
+        .expect("events");
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].data, json!({ "n": 1 }));
     db.drop_database().await;

@@ -241,7 +241,10 @@ async fn a_shadow_run_sends_side_effects_only_to_the_sandbox() {
     assert_eq!(count(&sandbox_calls, "notify"), 0);
     assert_eq!(count(&sandbox_calls, "lookup"), 0);
     // The refusal is visible in the shadow's own history.
-    let events = store.list_events(shadow.id, 0, 1000).await.expect("events");
+    let events = store
+        .list_events(DEFAULT_TENANT, shadow.id, 0, 1000)
+        .await
+        .expect("events");
     let refused = events
         .iter()
         .filter(|e| e.kind == "step.finished" && e.data["tool"] == "notify")

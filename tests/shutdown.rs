@@ -62,7 +62,10 @@ async fn sigterm_mid_task_releases_it_and_exits_zero_then_another_process_finish
         .expect("exists");
     assert_eq!(task.status, TaskStatus::Queued);
     assert_eq!(lease_columns(&db.url, id).await, (None, false));
-    let released = store.list_events(id, 0, 10_000).await.expect("events");
+    let released = store
+        .list_events(DEFAULT_TENANT, id, 0, 10_000)
+        .await
+        .expect("events");
     assert_eq!(
         released.last().map(|e| e.kind.as_str()),
         Some(kinds::TASK_RELEASED)
@@ -140,7 +143,10 @@ async fn an_engine_that_overruns_the_grace_period_is_cut_off_and_its_task_releas
         .expect("exists");
     assert_eq!(task.status, TaskStatus::Queued);
     assert_eq!(lease_columns(&db.url, id).await, (None, false));
-    let events = store.list_events(id, 0, 100).await.expect("events");
+    let events = store
+        .list_events(DEFAULT_TENANT, id, 0, 100)
+        .await
+        .expect("events");
     assert_eq!(
         events.last().map(|e| e.kind.as_str()),
         Some(kinds::TASK_RELEASED)

@@ -16,6 +16,8 @@
 
 mod common;
 
+#[path = "store_conformance/keys.rs"]
+mod keys;
 #[path = "store_conformance/leases.rs"]
 mod leases;
 #[path = "store_conformance/nodes.rs"]
@@ -121,4 +123,7 @@ conformance! {
     records::ledger_and_artifacts_round_trip => sqlite_ledger_and_artifacts_round_trip, postgres_ledger_and_artifacts_round_trip;
     records::receipts_keep_the_first => sqlite_receipts_keep_the_first, postgres_receipts_keep_the_first;
     records::subscribe_receives_wakeups => sqlite_subscribe_receives_wakeups, postgres_subscribe_receives_wakeups;
+    keys::keys_round_trip => sqlite_keys_round_trip, postgres_keys_round_trip;
+    keys::stream_tokens_round_trip => sqlite_stream_tokens_round_trip, postgres_stream_tokens_round_trip;
+    keys::reads_are_scoped_by_tenant => sqlite_reads_are_scoped_by_tenant, postgres_reads_are_scoped_by_tenant;
 }

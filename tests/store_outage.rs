@@ -77,7 +77,10 @@ async fn statuses(store: &dyn Store, ids: &[TaskId]) -> Vec<TaskStatus> {
 async fn steps_done(store: &dyn Store, ids: &[TaskId]) -> usize {
     let mut total = 0;
     for id in ids {
-        let events = store.list_events(*id, 0, 10_000).await.expect("events");
+        let events = store
+            .list_events(DEFAULT_TENANT, *id, 0, 10_000)
+            .await
+            .expect("events");
         total += events
             .iter()
             .filter(|e| e.kind == kinds::STEP_FINISHED)
@@ -133,7 +136,10 @@ async fn a_database_restart_mid_run_fails_no_task() {
     };
     let mut released = 0;
     for id in &ids {
-        let events = store.list_events(*id, 0, 10_000).await.expect("events");
+        let events = store
+            .list_events(DEFAULT_TENANT, *id, 0, 10_000)
+            .await
+            .expect("events");
         released += events
             .iter()
             .filter(|e| e.kind == kinds::TASK_RELEASED && e.data["reason"] == "store_fault")

@@ -177,7 +177,10 @@ async fn one_shot_makes_one_model_call_and_no_tool_call() {
     assert_eq!(result["spend"]["tool_calls"], 0);
     assert_eq!(model.log.lock().unwrap().len(), 1);
     assert!(tools.log.lock().unwrap().is_empty());
-    let entries = store.list_ledger_entries(task.id).await.expect("ledger");
+    let entries = store
+        .list_ledger_entries(cairn::domain::task::DEFAULT_TENANT, task.id)
+        .await
+        .expect("ledger");
     assert!(
         entries
             .iter()

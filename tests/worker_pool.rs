@@ -91,7 +91,10 @@ async fn wait_terminal(store: &dyn Store, ids: &[TaskId]) -> Vec<Task> {
 }
 
 async fn events(store: &dyn Store, id: TaskId) -> Vec<Event> {
-    store.list_events(id, 0, 10_000).await.expect("events")
+    store
+        .list_events(DEFAULT_TENANT, id, 0, 10_000)
+        .await
+        .expect("events")
 }
 
 /// The single-owner invariants, read from a finished task's history:

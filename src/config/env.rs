@@ -118,6 +118,7 @@ impl Config {
             "CAIRN_ENGINE_MAX_PARALLEL" => {
                 self.engine.max_parallel = parse(name, value, "a whole number")?
             }
+            "CAIRN_AUTH" => self.auth = parse(name, value, "auto, on or off")?,
             _ => {}
         }
         Ok(())

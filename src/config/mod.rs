@@ -95,6 +95,9 @@ pub struct Config {
     /// Model endpoints by purpose: `gate`, `strategic`, `tactical`, `verifier`. Missing purposes
     /// use `default`; with no endpoint at all, cairn runs against its built-in simulator.
     pub llm: BTreeMap<String, LlmEndpoint>,
+    /// API key authentication (`CAIRN_AUTH`): `auto` (keys once the store holds one; until then
+    /// dev mode on a loopback address, refusal to start on any other), `on`, or `off`.
+    pub auth: crate::http::auth::AuthSetting,
 }
 
 impl Default for Config {
@@ -123,6 +126,7 @@ impl Default for Config {
             llm_timeout_ms: 120_000,
             engine: crate::domain::settings::EngineSettings::default(),
             llm: BTreeMap::new(),
+            auth: crate::http::auth::AuthSetting::Auto,
         }
     }
 }
@@ -153,6 +157,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_ENGINE_RESERVE_FRAC", "engine.reserve_frac"),
     ("CAIRN_ENGINE_REPAIR_AT", "engine.pressure_frac"),
     ("CAIRN_ENGINE_MAX_PARALLEL", "engine.max_parallel"),
+    ("CAIRN_AUTH", "auth"),
 ];
 
 impl Config {

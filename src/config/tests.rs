@@ -123,3 +123,19 @@ fn readyz_check_models_is_off_by_default_and_read_from_env() {
             .readyz_check_models
     );
 }
+
+#[test]
+fn cairn_auth_is_auto_on_or_off() {
+    use crate::http::auth::AuthSetting;
+    assert_eq!(Config::default().auth, AuthSetting::Auto);
+    for (value, setting) in [
+        ("auto", AuthSetting::Auto),
+        ("on", AuthSetting::On),
+        ("off", AuthSetting::Off),
+    ] {
+        let config = Config::load(None, env(&[("CAIRN_AUTH", value)])).expect("valid");
+        assert_eq!(config.auth, setting);
+    }
+    let error = Config::load(None, env(&[("CAIRN_AUTH", "maybe")])).unwrap_err();
+    assert!(error.to_string().contains("CAIRN_AUTH"), "{error}");
+}

@@ -8,7 +8,8 @@ use uuid::Uuid;
 
 pub type TaskId = Uuid;
 
-/// The tenant every task belongs to until API keys map requests to tenants.
+/// The tenant of dev mode (no API key in the store, or `CAIRN_AUTH=off`) and of the tasks the
+/// evaluation creates itself; otherwise a task belongs to the tenant of the key that created it.
 pub const DEFAULT_TENANT: &str = "default";
 
 /// Metadata key of a shadow copy: the id of the task it copies (a shadow run).

@@ -204,7 +204,7 @@ pub async fn drive(
                 continue;
             };
             // A planned task has no answer of its own: what it found is in its artifacts.
-            let artifacts = store.list_artifacts(task.id).await?;
+            let artifacts = store.list_artifacts(&task.tenant_id, task.id).await?;
             let found = Value::Array(artifacts.into_iter().map(|a| a.value).collect());
             let record =
                 Record::from_run(suite_task, run.strategy, run.repeat, &task, world, &found);

@@ -22,6 +22,18 @@ pub async fn start_shadow(
     candidate: Strategy,
     now: DateTime<Utc>,
 ) -> Result<Task, StoreError> {
+    start_shadow_by(store, original, candidate, None, now).await
+}
+
+/// [`start_shadow`], recording who started it (`by`: an API key id) in the copy's
+/// `task.created` event.
+pub async fn start_shadow_by(
+    store: &dyn Store,
+    original: &Task,
+    candidate: Strategy,
+    by: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<Task, StoreError> {
     let new = NewTask {
         id: uuid::Uuid::now_v7(),
         tenant_id: original.tenant_id.clone(),
@@ -30,7 +42,7 @@ pub async fn start_shadow(
         budget: original.budget,
         metadata: json!({ SHADOW_OF: original.id, "original_strategy": original.strategy }),
     };
-    Ok(store.create_task(new, None, now).await?.task)
+    Ok(store.create_task_by(new, None, by, now).await?.task)
 }
 
 /// Both outcomes, for comparison: status, whether the goal was verified, and spend.

@@ -35,6 +35,10 @@ pub mod codes {
     pub const UNSUPPORTED_MEDIA_TYPE: &str = "/problems/unsupported-media-type";
     /// The body is larger than `max_body_bytes`.
     pub const PAYLOAD_TOO_LARGE: &str = "/problems/payload-too-large";
+    /// No API key, or one that is malformed, unknown or revoked (`WWW-Authenticate: Bearer`).
+    pub const UNAUTHORIZED: &str = "/problems/unauthorized";
+    /// The API key lacks the scope the route needs.
+    pub const FORBIDDEN: &str = "/problems/forbidden";
     /// No such task, plan version or route.
     pub const NOT_FOUND: &str = "/problems/not-found";
     /// The route exists but not with this method.
@@ -87,6 +91,10 @@ pub enum ApiError {
     #[error("{0}")]
     PayloadTooLarge(String),
     #[error("{0}")]
+    Unauthorized(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
     MethodNotAllowed(String),
@@ -129,6 +137,8 @@ impl ApiError {
             ApiError::Validation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::IdempotencyConflict(_) | ApiError::Conflict(_) => StatusCode::CONFLICT,
@@ -145,6 +155,8 @@ impl ApiError {
             ApiError::InvalidParameter(_) => codes::INVALID_PARAMETER,
             ApiError::UnsupportedMediaType(_) => codes::UNSUPPORTED_MEDIA_TYPE,
             ApiError::PayloadTooLarge(_) => codes::PAYLOAD_TOO_LARGE,
+            ApiError::Unauthorized(_) => codes::UNAUTHORIZED,
+            ApiError::Forbidden(_) => codes::FORBIDDEN,
             ApiError::NotFound(_) => codes::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => codes::METHOD_NOT_ALLOWED,
             ApiError::IdempotencyConflict(_) => codes::IDEMPOTENCY_CONFLICT,
@@ -163,6 +175,8 @@ impl ApiError {
             ApiError::InvalidParameter(_) => "Invalid parameter",
             ApiError::UnsupportedMediaType(_) => "Unsupported media type",
             ApiError::PayloadTooLarge(_) => "Request body too large",
+            ApiError::Unauthorized(_) => "Authentication required",
+            ApiError::Forbidden(_) => "Missing scope",
             ApiError::NotFound(_) => "Not found",
             ApiError::MethodNotAllowed(_) => "Method not allowed",
             ApiError::IdempotencyConflict(_) => "Idempotency key reused with a different body",
@@ -242,6 +256,12 @@ fn problem_response(status: StatusCode, problem: &Problem) -> Response {
     if status == StatusCode::SERVICE_UNAVAILABLE {
         // A database restart or a full pool passes in seconds.
         headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    if status == StatusCode::UNAUTHORIZED {
+        headers.insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"cairn\""),
+        );
     }
     response
 }

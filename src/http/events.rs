@@ -29,6 +29,7 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::domain::event::{Event, kinds};
+use crate::http::auth::Principal;
 use crate::http::doc_schemas::{EventFrame, StoreFailure};
 use crate::http::error::{ApiError, Problem};
 use crate::http::extract::{ApiPath, ApiQuery, parse_task_id};
@@ -52,6 +53,9 @@ pub struct EventsQuery {
     /// Page size of the JSON form: 1 up to the configured maximum, 100 by default (default 100).
     #[param(minimum = 1, maximum = 100)]
     pub limit: Option<i64>,
+    /// A stream token from `POST /v1/tasks/{id}/stream-token`, for clients that cannot send an
+    /// `Authorization` header (`EventSource`). Valid for this task only, for a few minutes.
+    pub token: Option<String>,
 }
 
 /// The JSON form, for clients that poll instead of streaming.
@@ -84,10 +88,12 @@ pub struct EventPage {
         (status = 400, description = "The id is not a UUID, `Last-Event-ID`/`after` is not a non-negative integer, or `limit` is out of range.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task.", body = Problem, content_type = "application/problem+json"),
         StoreFailure,
-    )
+    ),
+    security(("bearer" = []), ("stream_token" = []))
 )]
 pub async fn task_events(
     State(state): State<AppState>,
+    principal: Principal,
     ApiPath(id): ApiPath<String>,
     headers: HeaderMap,
     ApiQuery(query): ApiQuery<EventsQuery>,
@@ -103,11 +109,12 @@ pub async fn task_events(
         )));
     }
     if wants_json(&headers) {
-        return Ok(Json(event_page(&state, id, after, limit).await?).into_response());
+        let page = event_page(&state, &principal.tenant, id, after, limit).await?;
+        return Ok(Json(page).into_response());
     }
     // Before the first read (see the module docs).
     let wakeups = state.store.subscribe();
-    let task = find_task(&state, id).await?;
+    let task = find_task(&state, &principal.tenant, id).await?;
     if task.status.is_terminal() && after >= task.last_seq {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
@@ -117,6 +124,7 @@ pub async fn task_events(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let follow = Follow {
         store: state.store.clone(),
+        tenant: principal.tenant,
         task_id: id,
         last_seq: after,
         pending: VecDeque::new(),
@@ -142,13 +150,14 @@ pub async fn task_events(
 
 async fn event_page(
     state: &AppState,
+    tenant: &str,
     id: Uuid,
     after: i64,
     limit: i64,
 ) -> Result<EventPage, ApiError> {
     // The task is read first: if it is terminal then, its terminal event is already stored.
-    let task = find_task(state, id).await?;
-    let items = state.store.list_events(id, after, limit).await?;
+    let task = find_task(state, tenant, id).await?;
+    let items = state.store.list_events(tenant, id, after, limit).await?;
     let next_after = items.last().map_or(after, |event| event.seq);
     let terminal = items.iter().any(|event| kinds::is_terminal(&event.kind))
         || (task.status.is_terminal() && next_after >= task.last_seq);
@@ -221,6 +230,7 @@ fn to_sse(event: &Event) -> SseEvent {
 /// The state of one live stream.
 struct Follow {
     store: Arc<dyn Store>,
+    tenant: String,
     task_id: Uuid,
     /// The `seq` of the last event handed out.
     last_seq: i64,
@@ -251,7 +261,7 @@ impl Follow {
             }
             match self
                 .store
-                .list_events(self.task_id, self.last_seq, READ_BATCH)
+                .list_events(&self.tenant, self.task_id, self.last_seq, READ_BATCH)
                 .await
             {
                 Ok(events) if !events.is_empty() => {

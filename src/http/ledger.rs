@@ -15,6 +15,7 @@ use utoipa::ToSchema;
 
 use crate::domain::ledger::{Ledger, LedgerMovement, MovementKind, PerUnit, Unit};
 use crate::http::AppState;
+use crate::http::auth::Principal;
 use crate::http::doc_schemas::StoreFailure;
 use crate::http::error::{ApiError, Problem};
 use crate::http::extract::{ApiPath, parse_task_id};
@@ -115,11 +116,15 @@ pub fn summarize(
 )]
 pub async fn get_ledger(
     State(state): State<AppState>,
+    principal: Principal,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<LedgerView>, ApiError> {
     let id = parse_task_id(&id)?;
-    let task = find_task(&state, id).await?;
-    let entries = state.store.list_ledger_entries(id).await?;
+    let task = find_task(&state, &principal.tenant, id).await?;
+    let entries = state
+        .store
+        .list_ledger_entries(&principal.tenant, id)
+        .await?;
     let units = summarize(PerUnit::from(task.budget), &entries)
         .map_err(|error| ApiError::Internal(format!("ledger entries do not replay: {error}")))?;
     Ok(Json(LedgerView { units, entries }))

@@ -11,9 +11,11 @@
 //! - [`health`]: `/healthz`, `/readyz`, `/openapi.json`;
 //! - [`extract`]: extractors and fallbacks that turn every rejection into a problem.
 //!
-//! Every request is scoped to [`crate::domain::task::DEFAULT_TENANT`] until API keys map
-//! requests to tenants.
+//! Every protected route is scoped to the tenant of the caller's API key ([`auth`]).
 
+pub mod auth;
+pub mod auth_doc;
+mod auth_start;
 pub mod cursor;
 pub mod doc_schemas;
 pub mod error;
@@ -29,6 +31,7 @@ pub mod router;
 pub mod shadow;
 pub mod state;
 pub mod stats;
+pub mod stream_token;
 pub mod tasks;
 pub mod tools;
 

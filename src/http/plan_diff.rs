@@ -13,6 +13,7 @@ use utoipa::ToSchema;
 
 use crate::domain::diff::{PlanDiff, diff_values};
 use crate::http::AppState;
+use crate::http::auth::Principal;
 use crate::http::doc_schemas::StoreFailure;
 use crate::http::error::{ApiError, Problem};
 use crate::http::extract::ApiPath;
@@ -49,12 +50,17 @@ pub struct PlanDiffView {
 )]
 pub async fn plan_diff(
     State(state): State<AppState>,
+    principal: Principal,
     ApiPath((id, version)): ApiPath<(String, String)>,
 ) -> Result<Json<PlanDiffView>, ApiError> {
-    let current = find_plan_version(&state, &id, &version).await?;
+    let tenant = principal.tenant.as_str();
+    let current = find_plan_version(&state, tenant, &id, &version).await?;
     let (id, version) = (current.task_id, current.version);
     let previous = if version > 1 {
-        state.store.get_plan_version(id, version - 1).await?
+        state
+            .store
+            .get_plan_version(tenant, id, version - 1)
+            .await?
     } else {
         None
     };

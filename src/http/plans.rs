@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::http::AppState;
+use crate::http::auth::Principal;
 use crate::http::doc_schemas::StoreFailure;
 use crate::http::error::{ApiError, Problem};
 use crate::http::extract::{ApiPath, parse_task_id};
@@ -34,12 +35,16 @@ pub struct PlanVersionList {
 )]
 pub async fn list_plans(
     State(state): State<AppState>,
+    principal: Principal,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<PlanVersionList>, ApiError> {
     let id = parse_task_id(&id)?;
-    // The plan tables carry no tenant: the task lookup is the tenant check.
-    find_task(&state, id).await?;
-    let items = state.store.list_plan_versions(id).await?;
+    // 404 for an unknown task (or another tenant's), rather than an empty list.
+    find_task(&state, &principal.tenant, id).await?;
+    let items = state
+        .store
+        .list_plan_versions(&principal.tenant, id)
+        .await?;
     Ok(Json(PlanVersionList { items }))
 }
 
@@ -61,15 +66,19 @@ pub async fn list_plans(
 )]
 pub async fn get_plan(
     State(state): State<AppState>,
+    principal: Principal,
     ApiPath((id, version)): ApiPath<(String, String)>,
 ) -> Result<Json<PlanVersionRecord>, ApiError> {
-    find_plan_version(&state, &id, &version).await.map(Json)
+    find_plan_version(&state, &principal.tenant, &id, &version)
+        .await
+        .map(Json)
 }
 
 /// Parses the `{id}` and `{version}` path parameters and reads that plan version of a task the
 /// caller's tenant owns: 400 for a malformed id or version, 404 for an unknown task or version.
 pub(crate) async fn find_plan_version(
     state: &AppState,
+    tenant: &str,
     id: &str,
     version: &str,
 ) -> Result<PlanVersionRecord, ApiError> {
@@ -82,11 +91,10 @@ pub(crate) async fn find_plan_version(
             )));
         }
     };
-    // The plan tables carry no tenant: the task lookup is the tenant check.
-    find_task(state, id).await?;
+    find_task(state, tenant, id).await?;
     state
         .store
-        .get_plan_version(id, version)
+        .get_plan_version(tenant, id, version)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("task {id} has no plan version {version}")))
 }

@@ -11,6 +11,7 @@ use utoipa::ToSchema;
 
 use crate::engine::rollout::{RolloutError, RolloutSplit};
 use crate::http::AppState;
+use crate::http::auth::Principal;
 use crate::http::error::{ApiError, Problem};
 use crate::http::extract::ApiJson;
 
@@ -52,10 +53,15 @@ pub async fn get_rollout(State(state): State<AppState>) -> Json<RolloutSplit> {
 )]
 pub async fn set_rollout(
     State(state): State<AppState>,
+    principal: Principal,
     ApiJson(request): ApiJson<SetRollout>,
 ) -> Result<Json<RolloutSplit>, ApiError> {
     match state.rollout.set(request.percent) {
-        Ok(split) => Ok(Json(split)),
+        Ok(split) => {
+            tracing::info!(key_id = %principal.key_id, percent = request.percent,
+                "rollout changed");
+            Ok(Json(split))
+        }
         Err(error @ RolloutError::OutOfRange(_)) => Err(ApiError::validation(error.to_string())),
         Err(error) => Err(ApiError::Conflict(error.to_string())),
     }

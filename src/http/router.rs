@@ -24,7 +24,8 @@ use super::error::{ApiError, Problem};
 use super::health::OpenApiDocument;
 use super::state::{AppState, ShutdownSignal};
 use super::{
-    events, extract, health, ledger, plan_diff, plans, rollout, shadow, stats, tasks, tools,
+    auth, auth_doc, events, extract, health, ledger, plan_diff, plans, rollout, shadow, stats,
+    stream_token, tasks, tools,
 };
 
 #[derive(OpenApi)]
@@ -55,6 +56,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(tasks::get_task))
         .routes(routes!(tasks::cancel_task))
         .routes(routes!(events::task_events))
+        .routes(routes!(stream_token::create))
         .routes(routes!(plans::list_plans))
         .routes(routes!(plans::get_plan))
         .routes(routes!(tools::list_tools))
@@ -69,7 +71,9 @@ fn api_routes() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document of [`router`].
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    api_routes().into_openapi()
+    let mut document = api_routes().into_openapi();
+    auth_doc::describe(&mut document);
+    document
 }
 
 /// The OpenAPI document as pretty JSON: what `cairn openapi` prints and `openapi/openapi.json`
@@ -91,9 +95,13 @@ fn render(document: &utoipa::openapi::OpenApi) -> String {
 
 /// The whole HTTP surface.
 pub fn router(state: AppState) -> Router {
-    let (api, document) = api_routes().split_for_parts();
+    let (api, mut document) = api_routes().split_for_parts();
+    auth_doc::describe(&mut document);
     let document = OpenApiDocument(Arc::new(render(&document)));
-    api.method_not_allowed_fallback(extract::method_not_allowed)
+    // Authentication and scopes ([`auth`]): routes only, so unknown paths stay 404s.
+    let guard = axum::middleware::from_fn_with_state(state.clone(), auth::guard);
+    api.route_layer(guard)
+        .method_not_allowed_fallback(extract::method_not_allowed)
         .fallback(extract::not_found)
         .layer(Extension(document))
         .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))

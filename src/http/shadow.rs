@@ -10,9 +10,10 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::domain::task::SHADOW_OF;
-use crate::domain::task::{DEFAULT_TENANT, Strategy, Task};
-use crate::eval::shadow::{side_by_side, start_shadow};
+use crate::domain::task::{Strategy, Task};
+use crate::eval::shadow::{side_by_side, start_shadow_by};
 use crate::http::AppState;
+use crate::http::auth::Principal;
 use crate::http::doc_schemas::StoreFailure;
 use crate::http::error::{ApiError, Problem};
 use crate::http::extract::{ApiJson, ApiPath, parse_task_id};
@@ -45,20 +46,25 @@ pub struct StartShadow {
 )]
 pub async fn start(
     State(state): State<AppState>,
+    principal: Principal,
     ApiPath(id): ApiPath<String>,
     ApiJson(request): ApiJson<StartShadow>,
 ) -> Result<(StatusCode, Json<Task>), ApiError> {
-    let original = find_task(&state, parse_task_id(&id)?).await?;
+    let original = find_task(&state, &principal.tenant, parse_task_id(&id)?).await?;
     if original.metadata.get(SHADOW_OF).is_some() {
         return Err(ApiError::Conflict("a shadow run cannot be shadowed".into()));
     }
-    let copy = start_shadow(
+    let by = Some(principal.key_id.as_str());
+    let copy = start_shadow_by(
         state.store.as_ref(),
         &original,
         request.strategy,
+        by,
         state.clock.now(),
     )
     .await?;
+    tracing::info!(key_id = %principal.key_id, tenant = %principal.tenant,
+        task_id = %original.id, shadow_id = %copy.id, "shadow run started");
     Ok((StatusCode::CREATED, Json(copy)))
 }
 
@@ -77,15 +83,17 @@ pub async fn start(
 )]
 pub async fn compare(
     State(state): State<AppState>,
+    principal: Principal,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let shadow = find_task(&state, parse_task_id(&id)?).await?;
+    let tenant = principal.tenant.as_str();
+    let shadow = find_task(&state, tenant, parse_task_id(&id)?).await?;
     let original = shadow
         .metadata
         .get(SHADOW_OF)
         .and_then(Value::as_str)
         .and_then(|s| uuid::Uuid::parse_str(s).ok())
         .ok_or_else(|| ApiError::NotFound(format!("task {} is not a shadow run", shadow.id)))?;
-    let both = side_by_side(state.store.as_ref(), DEFAULT_TENANT, original, shadow.id).await?;
+    let both = side_by_side(state.store.as_ref(), tenant, original, shadow.id).await?;
     Ok(Json(both))
 }

@@ -6,6 +6,7 @@ use tokio::sync::watch;
 
 use crate::clock::Clock;
 use crate::engine::rollout::Rollout;
+use crate::http::auth::{AuthGate, AuthMode};
 use crate::llm::ModelProbe;
 use crate::store::Store;
 use crate::tools::ToolRegistry;
@@ -46,6 +47,9 @@ pub struct AppState {
     pub rollout: Arc<Rollout>,
     /// When set, `/readyz` also probes the model endpoints ([`AppState::with_model_probe`]).
     pub models: Option<Arc<dyn ModelProbe>>,
+    /// How requests are authenticated ([`AppState::with_auth`]); dev mode until the store holds
+    /// a key by default (see [`crate::http::auth`]).
+    pub auth: Arc<AuthGate>,
 }
 
 impl AppState {
@@ -61,7 +65,14 @@ impl AppState {
             tools: Arc::new(ToolRegistry::default()),
             rollout: Arc::new(Rollout::default()),
             models: None,
+            auth: Arc::new(AuthGate::new(AuthMode::DevUntilKeys)),
         }
+    }
+
+    /// Sets how requests are authenticated (`cairn serve` decides it at start-up).
+    pub fn with_auth(mut self, mode: AuthMode) -> Self {
+        self.auth = Arc::new(AuthGate::new(mode));
+        self
     }
 
     pub fn with_rollout(mut self, rollout: Arc<Rollout>) -> Self {

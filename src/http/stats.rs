@@ -1,24 +1,28 @@
 //! `GET /v1/stats` and `GET /v1/stats/gate`: how the planner is doing (second seed's planner
 //! telemetry) and how the plan-or-act gate routes (first seed).
 //!
-//! Both are computed (by `crate::domain::telemetry`) from the results of the tenant's most recent finished tasks (at most
-//! [`WINDOW`]): every v2 result carries its metrics and its gate decision with the outcome, so
+//! Both are computed (by `crate::domain::telemetry`) from the results of the caller's tenant's
+//! most recent finished tasks (at most [`WINDOW`]); a key with the `admin` scope may name
+//! another tenant with `?tenant=`: every v2 result carries its metrics and its gate decision with the outcome, so
 //! no extra table or cross-task event scan is needed, and the figures are exactly what the
 //! task results say.
 
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 
 use crate::domain::report::TaskReport;
-use crate::domain::task::{DEFAULT_TENANT, Task};
+use crate::domain::task::Task;
 use crate::domain::telemetry::{GateStats, PlannerStats, gate_stats, planner_stats};
 use crate::engine::rollout::RolloutSplit;
 use crate::http::AppState;
+use crate::http::auth::Principal;
 use crate::http::doc_schemas::StoreFailure;
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, Problem};
+use crate::http::extract::ApiQuery;
 use crate::store::TaskQuery;
+use crate::store::keys::Scope;
 
 /// How many recent tasks the statistics cover.
 pub const WINDOW: usize = 1000;
@@ -32,8 +36,33 @@ pub struct Stats {
     pub rollout: Option<RolloutSplit>,
 }
 
+/// Query parameters of the statistics routes.
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct StatsQuery {
+    /// Another tenant's statistics (needs the `admin` scope); the caller's own by default.
+    pub tenant: Option<String>,
+}
+
+/// The tenant whose statistics are asked for: the caller's own, or any with `admin`.
+fn tenant_of(principal: &Principal, query: StatsQuery) -> Result<String, ApiError> {
+    match query.tenant {
+        Some(tenant) if tenant != principal.tenant => {
+            if !principal.has(Scope::Admin) {
+                return Err(ApiError::Forbidden(
+                    "another tenant's statistics need the `admin` scope".into(),
+                ));
+            }
+            tracing::info!(key_id = %principal.key_id, tenant = %tenant, "cross-tenant statistics read");
+            Ok(tenant)
+        }
+        _ => Ok(principal.tenant.clone()),
+    }
+}
+
 /// Recent finished tasks of the tenant whose result comes from the engine v2.
-async fn recent_v2_tasks(state: &AppState) -> Result<Vec<Task>, ApiError> {
+async fn recent_v2_tasks(state: &AppState, tenant: &str) -> Result<Vec<Task>, ApiError> {
     let mut out = Vec::new();
     let mut before = None;
     let page = state.settings.max_page_size.max(1);
@@ -44,7 +73,7 @@ async fn recent_v2_tasks(state: &AppState) -> Result<Vec<Task>, ApiError> {
             before,
             limit: page,
         };
-        let tasks = state.store.list_tasks(DEFAULT_TENANT, &query).await?;
+        let tasks = state.store.list_tasks(tenant, &query).await?;
         let Some(last) = tasks.last() else { break };
         before = Some(last.id);
         seen += tasks.len();
@@ -60,11 +89,21 @@ async fn recent_v2_tasks(state: &AppState) -> Result<Vec<Task>, ApiError> {
     get,
     path = "/v1/stats",
     tag = "stats",
-    responses((status = 200, description = "Planner telemetry over the most recent finished tasks.", body = Stats), StoreFailure)
+    params(StatsQuery),
+    responses(
+        (status = 200, description = "Planner telemetry over the most recent finished tasks.", body = Stats),
+        (status = 400, description = "An unknown query parameter.", body = Problem, content_type = "application/problem+json"),
+        StoreFailure,
+    )
 )]
-pub async fn get_stats(State(state): State<AppState>) -> Result<Json<Stats>, ApiError> {
+pub async fn get_stats(
+    State(state): State<AppState>,
+    principal: Principal,
+    ApiQuery(query): ApiQuery<StatsQuery>,
+) -> Result<Json<Stats>, ApiError> {
+    let tenant = tenant_of(&principal, query)?;
     Ok(Json(Stats {
-        planner: planner_stats(&recent_v2_tasks(&state).await?),
+        planner: planner_stats(&recent_v2_tasks(&state, &tenant).await?),
         rollout: Some(state.rollout.split()),
     }))
 }
@@ -74,8 +113,18 @@ pub async fn get_stats(State(state): State<AppState>) -> Result<Json<Stats>, Api
     get,
     path = "/v1/stats/gate",
     tag = "stats",
-    responses((status = 200, description = "Gate decisions with outcomes over the most recent finished tasks.", body = GateStats), StoreFailure)
+    params(StatsQuery),
+    responses(
+        (status = 200, description = "Gate decisions with outcomes over the most recent finished tasks.", body = GateStats),
+        (status = 400, description = "An unknown query parameter.", body = Problem, content_type = "application/problem+json"),
+        StoreFailure,
+    )
 )]
-pub async fn get_gate_stats(State(state): State<AppState>) -> Result<Json<GateStats>, ApiError> {
-    Ok(Json(gate_stats(&recent_v2_tasks(&state).await?)))
+pub async fn get_gate_stats(
+    State(state): State<AppState>,
+    principal: Principal,
+    ApiQuery(query): ApiQuery<StatsQuery>,
+) -> Result<Json<GateStats>, ApiError> {
+    let tenant = tenant_of(&principal, query)?;
+    Ok(Json(gate_stats(&recent_v2_tasks(&state, &tenant).await?)))
 }

@@ -14,8 +14,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::domain::task::{Budget, DEFAULT_TENANT, NewTask, Strategy, Task, TaskStatus};
+use crate::domain::task::{Budget, NewTask, Strategy, Task, TaskStatus};
 use crate::http::AppState;
+use crate::http::auth::Principal;
 use crate::http::doc_schemas::{Metadata, StoreFailure};
 use crate::http::error::{ApiError, Problem};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery, parse_task_id};
@@ -169,6 +170,7 @@ fn contains_nul(value: &Value) -> bool {
 )]
 pub async fn create_task(
     State(state): State<AppState>,
+    principal: Principal,
     headers: HeaderMap,
     ApiJson(request): ApiJson<CreateTaskRequest>,
 ) -> Result<Response, ApiError> {
@@ -180,16 +182,21 @@ pub async fn create_task(
     });
     let new = NewTask {
         id: uuid::Uuid::now_v7(),
-        tenant_id: DEFAULT_TENANT.to_string(),
+        tenant_id: principal.tenant.clone(),
         goal: request.goal,
         strategy: request.strategy.unwrap_or_default(),
         budget: request.budget,
         metadata: request.metadata.unwrap_or_else(|| json!({})),
     };
+    let by = Some(principal.key_id.as_str());
     let created = state
         .store
-        .create_task(new, idempotency, state.clock.now())
+        .create_task_by(new, idempotency, by, state.clock.now())
         .await?;
+    if created.created {
+        tracing::info!(key_id = %principal.key_id, tenant = %principal.tenant,
+            task_id = %created.task.id, "task submitted");
+    }
     let status = if created.created {
         StatusCode::ACCEPTED
     } else {
@@ -219,17 +226,19 @@ pub async fn create_task(
 )]
 pub async fn get_task(
     State(state): State<AppState>,
+    principal: Principal,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<Task>, ApiError> {
     let id = parse_task_id(&id)?;
-    Ok(Json(find_task(&state, id).await?))
+    Ok(Json(find_task(&state, &principal.tenant, id).await?))
 }
 
-/// Loads a task of the request's tenant or answers 404.
-pub async fn find_task(state: &AppState, id: uuid::Uuid) -> Result<Task, ApiError> {
+/// Loads a task of the caller's tenant or answers 404; another tenant's task reads exactly like
+/// an unknown id.
+pub async fn find_task(state: &AppState, tenant: &str, id: uuid::Uuid) -> Result<Task, ApiError> {
     state
         .store
-        .get_task(DEFAULT_TENANT, id)
+        .get_task(tenant, id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("task {id} does not exist")))
 }
@@ -271,6 +280,7 @@ pub struct TaskPage {
 )]
 pub async fn list_tasks(
     State(state): State<AppState>,
+    principal: Principal,
     ApiQuery(query): ApiQuery<ListTasksQuery>,
 ) -> Result<Json<TaskPage>, ApiError> {
     let max = state.settings.max_page_size;
@@ -287,7 +297,10 @@ pub async fn list_tasks(
         before,
         limit: limit + 1,
     };
-    let mut items = state.store.list_tasks(DEFAULT_TENANT, &store_query).await?;
+    let mut items = state
+        .store
+        .list_tasks(&principal.tenant, &store_query)
+        .await?;
     let more = items.len() as i64 > limit;
     items.truncate(limit as usize);
     let next_cursor = match items.last() {
@@ -313,15 +326,21 @@ pub async fn list_tasks(
 )]
 pub async fn cancel_task(
     State(state): State<AppState>,
+    principal: Principal,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<Task>, ApiError> {
     let id = parse_task_id(&id)?;
+    let (tenant, by) = (&principal.tenant, Some(principal.key_id.as_str()));
     match state
         .store
-        .cancel_task(DEFAULT_TENANT, id, state.clock.now())
+        .cancel_task_by(tenant, id, by, state.clock.now())
         .await?
     {
-        CancelOutcome::Cancelled(task) => Ok(Json(task)),
+        CancelOutcome::Cancelled(task) => {
+            tracing::info!(key_id = %principal.key_id, tenant = %tenant, task_id = %id,
+                "task cancelled");
+            Ok(Json(task))
+        }
         CancelOutcome::NotFound => Err(ApiError::NotFound(format!("task {id} does not exist"))),
         CancelOutcome::AlreadyTerminal(task) => Err(ApiError::Conflict(format!(
             "task {id} has already ended with status {}; only queued or running tasks can be \

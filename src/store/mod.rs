@@ -27,14 +27,21 @@ use utoipa::ToSchema;
 
 use crate::domain::event::{Event, NewEvent};
 use crate::domain::task::{Lease, NewTask, Task, TaskId, TaskStatus};
+use keys::{ApiKey, NewApiKey, NewStreamToken, StoredApiKey, StreamToken};
 
 mod fault;
+pub mod keys;
 mod node;
 pub use fault::{RETRY_BUDGET, retry_transient};
 pub use node::{NodeLock, node_key};
 mod migrations;
 pub mod postgres;
+mod records;
 mod rules;
+pub use records::{
+    Artifact, LedgerEntry, NewArtifact, NewLedgerEntry, NewPlanVersion, NewToolReceipt,
+    PlanVersionRecord, ToolReceipt,
+};
 pub mod sqlite;
 
 /// Failures of the store itself. Lost leases and idempotency conflicts are outcomes the caller
@@ -107,88 +114,6 @@ pub enum LeaseStatus {
     Lost,
 }
 
-/// An immutable plan snapshot as stored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct PlanVersionRecord {
-    pub task_id: uuid::Uuid,
-    pub version: i32,
-    /// Why this version was written (`initial`, a replan reason, a repair level).
-    pub reason: String,
-    /// The `seq` of the event that caused this version, if any.
-    pub caused_by_seq: Option<i64>,
-    #[schema(value_type = Object)]
-    pub plan: Value,
-    pub created_at: DateTime<Utc>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct NewPlanVersion {
-    pub version: i32,
-    pub reason: String,
-    pub caused_by_seq: Option<i64>,
-    pub plan: Value,
-}
-
-/// One ledger movement. The ledger of a task is derivable from its entries alone.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct LedgerEntry {
-    pub id: i64,
-    pub task_id: uuid::Uuid,
-    /// `None` for task-level movements (the reserve).
-    pub milestone_id: Option<String>,
-    /// `allocate`, `charge`, `grant`, `return`, `reserve`.
-    pub kind: String,
-    /// `tokens`, `tool_calls` or `wall_ms`.
-    pub unit: String,
-    pub amount: i64,
-    pub created_at: DateTime<Utc>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct NewLedgerEntry {
-    pub milestone_id: Option<String>,
-    pub kind: String,
-    pub unit: String,
-    pub amount: i64,
-}
-
-/// A named output of a milestone, kept for later milestones and for checks.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct Artifact {
-    pub task_id: uuid::Uuid,
-    pub milestone_id: String,
-    pub name: String,
-    #[schema(value_type = Object)]
-    pub value: Value,
-    pub created_at: DateTime<Utc>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct NewArtifact {
-    pub milestone_id: String,
-    pub name: String,
-    pub value: Value,
-}
-
-/// The stored result of a side-effecting tool call, keyed by its idempotency key, so that a
-/// resumed step returns the stored result instead of calling the tool again.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolReceipt {
-    pub idempotency_key: String,
-    pub task_id: uuid::Uuid,
-    pub tool: String,
-    pub response: Value,
-    pub created_at: DateTime<Utc>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct NewToolReceipt {
-    pub idempotency_key: String,
-    pub task_id: uuid::Uuid,
-    pub tool: String,
-    pub response: Value,
-}
-
 /// Everything one fenced worker write changes, committed in one transaction.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Change {
@@ -239,10 +164,23 @@ pub trait Store: Send + Sync + 'static {
     /// Inserts the task and its `task.created` event (seq 1) in one transaction. With an
     /// idempotency claim: the same key and hash return the existing task (`created: false`);
     /// the same key with another hash is [`StoreError::IdempotencyConflict`] and writes nothing.
+    /// Idempotency keys are per tenant: the same key in two tenants names two tasks.
     async fn create_task(
         &self,
         new: NewTask,
         idempotency: Option<IdempotencyClaim>,
+        now: DateTime<Utc>,
+    ) -> Result<Created, StoreError> {
+        self.create_task_by(new, idempotency, None, now).await
+    }
+
+    /// [`Store::create_task`], recording who asked (`by`: an API key id, never a secret) in the
+    /// `task.created` event's data.
+    async fn create_task_by(
+        &self,
+        new: NewTask,
+        idempotency: Option<IdempotencyClaim>,
+        by: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Created, StoreError>;
 
@@ -259,11 +197,27 @@ pub trait Store: Send + Sync + 'static {
         tenant_id: &str,
         id: TaskId,
         now: DateTime<Utc>,
+    ) -> Result<CancelOutcome, StoreError> {
+        self.cancel_task_by(tenant_id, id, None, now).await
+    }
+
+    /// [`Store::cancel_task`], recording who asked (`by`: an API key id) in the
+    /// `task.cancelled` event's data.
+    async fn cancel_task_by(
+        &self,
+        tenant_id: &str,
+        id: TaskId,
+        by: Option<&str>,
+        now: DateTime<Utc>,
     ) -> Result<CancelOutcome, StoreError>;
+
+    // The reads below are scoped by tenant like the task reads: a task of another tenant has
+    // no events, plan versions, ledger entries or artifacts.
 
     /// Events of a task with `seq > after_seq`, in order, at most `limit`.
     async fn list_events(
         &self,
+        tenant_id: &str,
         task_id: TaskId,
         after_seq: i64,
         limit: i64,
@@ -271,18 +225,28 @@ pub trait Store: Send + Sync + 'static {
 
     async fn list_plan_versions(
         &self,
+        tenant_id: &str,
         task_id: TaskId,
     ) -> Result<Vec<PlanVersionRecord>, StoreError>;
 
     async fn get_plan_version(
         &self,
+        tenant_id: &str,
         task_id: TaskId,
         version: i32,
     ) -> Result<Option<PlanVersionRecord>, StoreError>;
 
-    async fn list_ledger_entries(&self, task_id: TaskId) -> Result<Vec<LedgerEntry>, StoreError>;
+    async fn list_ledger_entries(
+        &self,
+        tenant_id: &str,
+        task_id: TaskId,
+    ) -> Result<Vec<LedgerEntry>, StoreError>;
 
-    async fn list_artifacts(&self, task_id: TaskId) -> Result<Vec<Artifact>, StoreError>;
+    async fn list_artifacts(
+        &self,
+        tenant_id: &str,
+        task_id: TaskId,
+    ) -> Result<Vec<Artifact>, StoreError>;
 
     /// Claims one queued task (oldest first) in one statement: status `running`, a new lease
     /// until `now + lease_ttl`, `fence + 1`, `attempts + 1`, and a `task.claimed` event.
@@ -335,6 +299,40 @@ pub trait Store: Send + Sync + 'static {
         receipt: NewToolReceipt,
         now: DateTime<Utc>,
     ) -> Result<ToolReceipt, StoreError>;
+
+    /// Stores a new API key (its secret's hash only).
+    async fn create_api_key(
+        &self,
+        new: NewApiKey,
+        now: DateTime<Utc>,
+    ) -> Result<ApiKey, StoreError>;
+
+    /// A key by id, revoked or not, with its secret's hash.
+    async fn get_api_key(&self, id: &str) -> Result<Option<StoredApiKey>, StoreError>;
+
+    /// Every key, oldest first.
+    async fn list_api_keys(&self) -> Result<Vec<ApiKey>, StoreError>;
+
+    /// Marks a key revoked (a second revoke keeps the first time); `None` for an unknown id.
+    async fn revoke_api_key(
+        &self,
+        id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<ApiKey>, StoreError>;
+
+    /// Whether any key was ever created (revoked ones count: revoking every key must not turn
+    /// authentication off).
+    async fn has_api_keys(&self) -> Result<bool, StoreError>;
+
+    /// Stores a stream token and deletes the ones that expired before `now`.
+    async fn create_stream_token(
+        &self,
+        token: NewStreamToken,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+
+    /// A stream token by the hash of the token, expired or not.
+    async fn get_stream_token(&self, token_hash: &str) -> Result<Option<StreamToken>, StoreError>;
 
     /// Wake-up hints from this store (and, on Postgres, from every replica on the database).
     fn subscribe(&self) -> broadcast::Receiver<Wakeup>;

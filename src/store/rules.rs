@@ -89,8 +89,22 @@ pub(crate) fn cancellable(current: Option<Task>) -> ControlFlow<CancelOutcome, T
 pub(crate) const CANCELLED_EVENT: &str = kinds::TASK_CANCELLED;
 
 /// The data of the `task.cancelled` event: the status the task was cancelled from.
-pub(crate) fn cancelled_event(previous: TaskStatus) -> Value {
-    json!({ "previous_status": previous })
+pub(crate) fn cancelled_event(previous: TaskStatus, by: Option<&str>) -> Value {
+    with_actor(json!({ "previous_status": previous }), by)
+}
+
+/// The data of a `task.created` event: what was asked for, and by whom when known.
+pub(crate) fn created_event(new: &crate::domain::task::NewTask, by: Option<&str>) -> Value {
+    let data = json!({ "goal": new.goal, "strategy": new.strategy, "budget": new.budget });
+    with_actor(data, by)
+}
+
+/// Adds `"by": key_id` (the audit trail: an API key id, never a secret).
+fn with_actor(mut data: Value, by: Option<&str>) -> Value {
+    if let (Some(by), Some(object)) = (by, data.as_object_mut()) {
+        object.insert("by".into(), Value::String(by.to_string()));
+    }
+    data
 }
 
 /// The hints after a cancel: its one event.

@@ -294,7 +294,7 @@ pub async fn run_task(
 /// Kinds of a task's events, in order.
 pub async fn event_kinds(store: &Arc<dyn Store>, task: &Task) -> Vec<(i64, String, Value)> {
     store
-        .list_events(task.id, 0, 10_000)
+        .list_events(cairn::domain::task::DEFAULT_TENANT, task.id, 0, 10_000)
         .await
         .expect("events")
         .into_iter()

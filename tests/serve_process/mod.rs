@@ -169,7 +169,10 @@ pub async fn wait_events(
 ) -> Vec<Event> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let events = store.list_events(id, 0, 10_000).await.expect("events");
+        let events = store
+            .list_events(DEFAULT_TENANT, id, 0, 10_000)
+            .await
+            .expect("events");
         if done(&events) {
             return events;
         }

@@ -36,7 +36,10 @@ pub async fn claim_takes_oldest_with_lease(store: Arc<dyn Store>) {
         },
         "a fresh task has fence 0; the claim bumps it"
     );
-    let events = store.list_events(first, 0, 10).await.expect("events");
+    let events = store
+        .list_events(DEFAULT_TENANT, first, 0, 10)
+        .await
+        .expect("events");
     assert_eq!(events.len(), 2);
     assert_eq!(events[1].kind, kinds::TASK_CLAIMED);
     assert_eq!(events[1].seq, 2);
@@ -159,7 +162,7 @@ pub async fn fenced_commit_refuses_stale_lease(store: Arc<dyn Store>) {
     );
     assert!(
         store
-            .list_ledger_entries(id)
+            .list_ledger_entries(DEFAULT_TENANT, id)
             .await
             .expect("ledger")
             .is_empty()
@@ -396,7 +399,10 @@ pub async fn lease_expiry_follows_the_clock(store: Arc<dyn Store>) {
     assert_eq!(task.status, TaskStatus::Queued);
     assert_eq!(task.updated_at, clock.now());
     assert_eq!(task.finished_at, None);
-    let events = store.list_events(id, 0, 10).await.expect("events");
+    let events = store
+        .list_events(DEFAULT_TENANT, id, 0, 10)
+        .await
+        .expect("events");
     assert_eq!(events.len(), 3);
     assert_eq!(events[2].kind, kinds::TASK_LEASE_EXPIRED);
     assert_eq!(events[2].seq, 3);

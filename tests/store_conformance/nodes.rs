@@ -54,7 +54,10 @@ pub async fn reclaim_requeues_only_the_node_s_leases(store: Arc<dyn Store>) {
     assert_eq!(status(mine).await, TaskStatus::Queued);
     assert_eq!(status(theirs).await, TaskStatus::Running);
     assert_eq!(status(similar).await, TaskStatus::Running);
-    let events = store.list_events(mine, 0, 100).await.expect("events");
+    let events = store
+        .list_events(DEFAULT_TENANT, mine, 0, 100)
+        .await
+        .expect("events");
     let released = events.last().expect("an event");
     assert_eq!(released.kind, kinds::TASK_RELEASED);
     assert_eq!(released.data["reason"], "owner_restarted");

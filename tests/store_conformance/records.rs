@@ -56,7 +56,10 @@ pub async fn plan_versions_round_trip(store: Arc<dyn Store>) {
         .expect("task");
     assert_eq!(task.plan_version, Some(2));
 
-    let versions = store.list_plan_versions(id).await.expect("list plans");
+    let versions = store
+        .list_plan_versions(DEFAULT_TENANT, id)
+        .await
+        .expect("list plans");
     assert_eq!(versions.len(), 2);
     let (v1, v2) = (&versions[0], &versions[1]);
     assert_eq!(
@@ -72,7 +75,7 @@ pub async fn plan_versions_round_trip(store: Arc<dyn Store>) {
     assert_eq!(v2.created_at, clock.now());
     assert_eq!(
         store
-            .get_plan_version(id, 1)
+            .get_plan_version(DEFAULT_TENANT, id, 1)
             .await
             .expect("get plan")
             .as_ref(),
@@ -80,17 +83,23 @@ pub async fn plan_versions_round_trip(store: Arc<dyn Store>) {
     );
     assert_eq!(
         store
-            .get_plan_version(id, 2)
+            .get_plan_version(DEFAULT_TENANT, id, 2)
             .await
             .expect("get plan")
             .as_ref(),
         Some(v2)
     );
-    assert_eq!(store.get_plan_version(id, 3).await.expect("get plan"), None);
+    assert_eq!(
+        store
+            .get_plan_version(DEFAULT_TENANT, id, 3)
+            .await
+            .expect("get plan"),
+        None
+    );
     let other = create(&store, &clock, "unplanned").await;
     assert!(
         store
-            .list_plan_versions(other)
+            .list_plan_versions(DEFAULT_TENANT, other)
             .await
             .expect("list plans")
             .is_empty()
@@ -134,12 +143,15 @@ pub async fn failed_commit_writes_nothing(store: Arc<dyn Store>) {
     assert_eq!(event_count(&store, id).await as i64, before.last_seq);
     assert!(
         store
-            .list_ledger_entries(id)
+            .list_ledger_entries(DEFAULT_TENANT, id)
             .await
             .expect("ledger")
             .is_empty()
     );
-    let versions = store.list_plan_versions(id).await.expect("plans");
+    let versions = store
+        .list_plan_versions(DEFAULT_TENANT, id)
+        .await
+        .expect("plans");
     assert_eq!(versions.len(), 1);
     assert_eq!(versions[0].reason, "initial");
     // The lease survives a failed write: the worker can carry on.
@@ -195,7 +207,10 @@ pub async fn ledger_and_artifacts_round_trip(store: Arc<dyn Store>) {
     };
     commit(&store, &clock, &lease, later).await;
 
-    let stored = store.list_ledger_entries(id).await.expect("ledger");
+    let stored = store
+        .list_ledger_entries(DEFAULT_TENANT, id)
+        .await
+        .expect("ledger");
     assert_eq!(stored.len(), 5);
     assert!(
         stored.windows(2).all(|w| w[0].id < w[1].id),
@@ -212,7 +227,10 @@ pub async fn ledger_and_artifacts_round_trip(store: Arc<dyn Store>) {
     assert_eq!(stored[4].kind, "grant");
     assert_eq!(stored[4].created_at, clock.now());
 
-    let artifacts = store.list_artifacts(id).await.expect("artifacts");
+    let artifacts = store
+        .list_artifacts(DEFAULT_TENANT, id)
+        .await
+        .expect("artifacts");
     let seen: Vec<(&str, &str, &serde_json::Value)> = artifacts
         .iter()
         .map(|a| (a.milestone_id.as_str(), a.name.as_str(), &a.value))
@@ -231,14 +249,14 @@ pub async fn ledger_and_artifacts_round_trip(store: Arc<dyn Store>) {
     let other = create(&store, &clock, "empty").await;
     assert!(
         store
-            .list_ledger_entries(other)
+            .list_ledger_entries(DEFAULT_TENANT, other)
             .await
             .expect("ledger")
             .is_empty()
     );
     assert!(
         store
-            .list_artifacts(other)
+            .list_artifacts(DEFAULT_TENANT, other)
             .await
             .expect("artifacts")
             .is_empty()

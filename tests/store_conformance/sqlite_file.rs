@@ -57,7 +57,10 @@ async fn everything_survives_a_reopen() {
     change.state = Some(json!({ "checkpoint": 1 }));
     commit(&store, &clock, &lease, change).await;
     let task = store.get_task(DEFAULT_TENANT, id).await.expect("get");
-    let history = store.list_events(id, 0, 100).await.expect("events");
+    let history = store
+        .list_events(DEFAULT_TENANT, id, 0, 100)
+        .await
+        .expect("events");
     drop(store);
 
     let reopened = open(&db.path).await;
@@ -66,7 +69,10 @@ async fn everything_survives_a_reopen() {
         task
     );
     assert_eq!(
-        reopened.list_events(id, 0, 100).await.expect("events"),
+        reopened
+            .list_events(DEFAULT_TENANT, id, 0, 100)
+            .await
+            .expect("events"),
         history
     );
     assert_eq!(

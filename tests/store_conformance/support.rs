@@ -86,7 +86,7 @@ pub async fn commit(
 
 pub async fn event_count(store: &Arc<dyn Store>, task: TaskId) -> usize {
     store
-        .list_events(task, 0, 1_000)
+        .list_events(DEFAULT_TENANT, task, 0, 1_000)
         .await
         .expect("list events")
         .len()

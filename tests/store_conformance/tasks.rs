@@ -255,7 +255,10 @@ pub async fn events_are_dense_and_ordered(store: Arc<dyn Store>) {
         Commit::LeaseLost => panic!("lease should hold"),
     }
 
-    let all = store.list_events(a, 0, 100).await.expect("events");
+    let all = store
+        .list_events(DEFAULT_TENANT, a, 0, 100)
+        .await
+        .expect("events");
     let seqs: Vec<i64> = all.iter().map(|event| event.seq).collect();
     assert_eq!(seqs, (1..=8).collect::<Vec<_>>());
     assert_eq!(all[0].kind, kinds::TASK_CREATED);
@@ -271,18 +274,27 @@ pub async fn events_are_dense_and_ordered(store: Arc<dyn Store>) {
         .expect("task");
     assert_eq!(task.last_seq, 8);
 
-    let page = store.list_events(a, 3, 2).await.expect("events");
+    let page = store
+        .list_events(DEFAULT_TENANT, a, 3, 2)
+        .await
+        .expect("events");
     assert_eq!(page.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![4, 5]);
     assert!(
         store
-            .list_events(a, 8, 10)
+            .list_events(DEFAULT_TENANT, a, 8, 10)
             .await
             .expect("events")
             .is_empty()
     );
-    assert!(store.list_events(a, 0, 0).await.expect("events").is_empty());
+    assert!(
+        store
+            .list_events(DEFAULT_TENANT, a, 0, 0)
+            .await
+            .expect("events")
+            .is_empty()
+    );
     let b_seqs: Vec<i64> = store
-        .list_events(b, 0, 100)
+        .list_events(DEFAULT_TENANT, b, 0, 100)
         .await
         .expect("events")
         .iter()
@@ -306,7 +318,10 @@ pub async fn cancel_queued(store: Arc<dyn Store>) {
     assert_eq!(task.status, TaskStatus::Cancelled);
     assert_eq!(task.finished_at, Some(clock.now()));
     assert_eq!(task.last_seq, 2);
-    let events = store.list_events(id, 0, 10).await.expect("events");
+    let events = store
+        .list_events(DEFAULT_TENANT, id, 0, 10)
+        .await
+        .expect("events");
     assert_eq!(
         events.last().map(|e| e.kind.as_str()),
         Some(kinds::TASK_CANCELLED)

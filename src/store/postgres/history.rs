@@ -14,6 +14,7 @@ use crate::store::{
 
 pub(super) async fn events(
     pool: &PgPool,
+    tenant_id: &str,
     task_id: TaskId,
     after_seq: i64,
     limit: i64,
@@ -23,11 +24,13 @@ pub(super) async fn events(
     };
     sqlx::query(
         "SELECT task_id, seq, kind, data, created_at FROM events \
-         WHERE task_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+         WHERE task_id = $1 AND seq > $2 AND EXISTS (SELECT 1 FROM tasks WHERE tasks.id = $1 AND tasks.tenant_id = $4) \
+         ORDER BY seq LIMIT $3",
     )
     .bind(task_id)
     .bind(after_seq)
     .bind(limit)
+    .bind(tenant_id)
     .fetch_all(pool)
     .await?
     .iter()
@@ -37,13 +40,16 @@ pub(super) async fn events(
 
 pub(super) async fn plan_versions(
     pool: &PgPool,
+    tenant_id: &str,
     task_id: TaskId,
 ) -> Result<Vec<PlanVersionRecord>, StoreError> {
     sqlx::query(
         "SELECT task_id, version, reason, caused_by_seq, plan, created_at FROM plan_versions \
-         WHERE task_id = $1 ORDER BY version",
+         WHERE task_id = $1 AND EXISTS (SELECT 1 FROM tasks WHERE tasks.id = $1 AND tasks.tenant_id = $2) \
+         ORDER BY version",
     )
     .bind(task_id)
+    .bind(tenant_id)
     .fetch_all(pool)
     .await?
     .iter()
@@ -53,15 +59,17 @@ pub(super) async fn plan_versions(
 
 pub(super) async fn plan_version(
     pool: &PgPool,
+    tenant_id: &str,
     task_id: TaskId,
     version: i32,
 ) -> Result<Option<PlanVersionRecord>, StoreError> {
     sqlx::query(
         "SELECT task_id, version, reason, caused_by_seq, plan, created_at FROM plan_versions \
-         WHERE task_id = $1 AND version = $2",
+         WHERE task_id = $1 AND version = $2 AND EXISTS (SELECT 1 FROM tasks WHERE tasks.id = $1 AND tasks.tenant_id = $3)",
     )
     .bind(task_id)
     .bind(version)
+    .bind(tenant_id)
     .fetch_optional(pool)
     .await?
     .as_ref()
@@ -71,13 +79,15 @@ pub(super) async fn plan_version(
 
 pub(super) async fn ledger_entries(
     pool: &PgPool,
+    tenant_id: &str,
     task_id: TaskId,
 ) -> Result<Vec<LedgerEntry>, StoreError> {
     sqlx::query(
         "SELECT id, task_id, milestone_id, kind, unit, amount, created_at FROM ledger_entries \
-         WHERE task_id = $1 ORDER BY id",
+         WHERE task_id = $1 AND EXISTS (SELECT 1 FROM tasks WHERE tasks.id = $1 AND tasks.tenant_id = $2) ORDER BY id",
     )
     .bind(task_id)
+    .bind(tenant_id)
     .fetch_all(pool)
     .await?
     .iter()
@@ -85,12 +95,17 @@ pub(super) async fn ledger_entries(
     .collect()
 }
 
-pub(super) async fn artifacts(pool: &PgPool, task_id: TaskId) -> Result<Vec<Artifact>, StoreError> {
+pub(super) async fn artifacts(
+    pool: &PgPool,
+    tenant_id: &str,
+    task_id: TaskId,
+) -> Result<Vec<Artifact>, StoreError> {
     sqlx::query(
         "SELECT task_id, milestone_id, name, value, created_at FROM artifacts \
-         WHERE task_id = $1 ORDER BY id",
+         WHERE task_id = $1 AND EXISTS (SELECT 1 FROM tasks WHERE tasks.id = $1 AND tasks.tenant_id = $2) ORDER BY id",
     )
     .bind(task_id)
+    .bind(tenant_id)
     .fetch_all(pool)
     .await?
     .iter()

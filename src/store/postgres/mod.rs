@@ -30,9 +30,11 @@ use tokio::sync::broadcast;
 use super::*;
 use crate::domain::event::Event;
 use crate::domain::task::{Lease, NewTask, Task, TaskId};
+use crate::store::keys::{ApiKey, NewApiKey, NewStreamToken, StoredApiKey, StreamToken};
 
 mod commit;
 mod history;
+mod keys;
 mod lease;
 mod notify;
 mod outbox;
@@ -94,13 +96,14 @@ impl Store for PgStore {
         Ok(())
     }
 
-    async fn create_task(
+    async fn create_task_by(
         &self,
         new: NewTask,
         idempotency: Option<IdempotencyClaim>,
+        by: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Created, StoreError> {
-        tasks::create(&self.pool, &self.hints, new, idempotency, now).await
+        tasks::create(&self.pool, &self.hints, new, idempotency, by, now).await
     }
 
     async fn get_task(&self, tenant_id: &str, id: TaskId) -> Result<Option<Task>, StoreError> {
@@ -115,45 +118,57 @@ impl Store for PgStore {
         tasks::list(&self.pool, tenant_id, query).await
     }
 
-    async fn cancel_task(
+    async fn cancel_task_by(
         &self,
         tenant_id: &str,
         id: TaskId,
+        by: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<CancelOutcome, StoreError> {
-        tasks::cancel(&self.pool, &self.hints, tenant_id, id, now).await
+        tasks::cancel(&self.pool, &self.hints, tenant_id, id, by, now).await
     }
 
     async fn list_events(
         &self,
+        tenant_id: &str,
         task_id: TaskId,
         after_seq: i64,
         limit: i64,
     ) -> Result<Vec<Event>, StoreError> {
-        history::events(&self.pool, task_id, after_seq, limit).await
+        history::events(&self.pool, tenant_id, task_id, after_seq, limit).await
     }
 
     async fn list_plan_versions(
         &self,
+        tenant_id: &str,
         task_id: TaskId,
     ) -> Result<Vec<PlanVersionRecord>, StoreError> {
-        history::plan_versions(&self.pool, task_id).await
+        history::plan_versions(&self.pool, tenant_id, task_id).await
     }
 
     async fn get_plan_version(
         &self,
+        tenant_id: &str,
         task_id: TaskId,
         version: i32,
     ) -> Result<Option<PlanVersionRecord>, StoreError> {
-        history::plan_version(&self.pool, task_id, version).await
+        history::plan_version(&self.pool, tenant_id, task_id, version).await
     }
 
-    async fn list_ledger_entries(&self, task_id: TaskId) -> Result<Vec<LedgerEntry>, StoreError> {
-        history::ledger_entries(&self.pool, task_id).await
+    async fn list_ledger_entries(
+        &self,
+        tenant_id: &str,
+        task_id: TaskId,
+    ) -> Result<Vec<LedgerEntry>, StoreError> {
+        history::ledger_entries(&self.pool, tenant_id, task_id).await
     }
 
-    async fn list_artifacts(&self, task_id: TaskId) -> Result<Vec<Artifact>, StoreError> {
-        history::artifacts(&self.pool, task_id).await
+    async fn list_artifacts(
+        &self,
+        tenant_id: &str,
+        task_id: TaskId,
+    ) -> Result<Vec<Artifact>, StoreError> {
+        history::artifacts(&self.pool, tenant_id, task_id).await
     }
 
     async fn claim(
@@ -210,6 +225,46 @@ impl Store for PgStore {
         now: DateTime<Utc>,
     ) -> Result<ToolReceipt, StoreError> {
         history::put_receipt(&self.pool, receipt, now).await
+    }
+
+    async fn create_api_key(
+        &self,
+        new: NewApiKey,
+        now: DateTime<Utc>,
+    ) -> Result<ApiKey, StoreError> {
+        keys::insert(&self.pool, new, now).await
+    }
+
+    async fn get_api_key(&self, id: &str) -> Result<Option<StoredApiKey>, StoreError> {
+        keys::get(&self.pool, id).await
+    }
+
+    async fn list_api_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
+        keys::list(&self.pool).await
+    }
+
+    async fn revoke_api_key(
+        &self,
+        id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<ApiKey>, StoreError> {
+        keys::revoke(&self.pool, id, now).await
+    }
+
+    async fn has_api_keys(&self) -> Result<bool, StoreError> {
+        keys::any(&self.pool).await
+    }
+
+    async fn create_stream_token(
+        &self,
+        token: NewStreamToken,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        keys::insert_stream_token(&self.pool, token, now).await
+    }
+
+    async fn get_stream_token(&self, token_hash: &str) -> Result<Option<StreamToken>, StoreError> {
+        keys::stream_token(&self.pool, token_hash).await
     }
 
     fn subscribe(&self) -> broadcast::Receiver<Wakeup> {

@@ -3,7 +3,6 @@
 use std::ops::ControlFlow;
 
 use chrono::{DateTime, Utc};
-use serde_json::json;
 use sqlx::{PgExecutor, PgPool, Row};
 
 use super::outbox::Outbox;
@@ -22,16 +21,17 @@ pub(super) async fn create(
     hints: &Outbox,
     new: NewTask,
     idempotency: Option<IdempotencyClaim>,
+    by: Option<&str>,
     now: DateTime<Utc>,
 ) -> Result<Created, StoreError> {
     let Some(claim) = idempotency else {
         // One statement, its own transaction: the common path is one round trip.
-        let task = insert_task(pool, &new, now).await?;
+        let task = insert_task(pool, &new, by, now).await?;
         hints.publish(rules::created_wakeups(&task));
         return Ok(rules::created(task));
     };
     let mut tx = pool.begin().await?;
-    let task = insert_task(&mut *tx, &new, now).await?;
+    let task = insert_task(&mut *tx, &new, by, now).await?;
     // Inserted after the task so the foreign key holds. A concurrent transaction holding the
     // same key makes this statement wait for it; if that one commits, we fall through to DO
     // NOTHING, roll back our task and answer with theirs.
@@ -61,6 +61,7 @@ pub(super) async fn create(
 async fn insert_task<'c>(
     executor: impl PgExecutor<'c>,
     new: &NewTask,
+    by: Option<&str>,
     now: DateTime<Utc>,
 ) -> Result<Task, StoreError> {
     let row = sqlx::query(concat!(
@@ -86,11 +87,7 @@ async fn insert_task<'c>(
     .bind(&new.metadata)
     .bind(now)
     .bind(kinds::TASK_CREATED)
-    .bind(json!({
-        "goal": new.goal,
-        "strategy": new.strategy,
-        "budget": new.budget,
-    }))
+    .bind(rules::created_event(new, by))
     .fetch_one(executor)
     .await?;
     rows::task(&row)
@@ -187,6 +184,7 @@ pub(super) async fn cancel(
     hints: &Outbox,
     tenant_id: &str,
     id: TaskId,
+    by: Option<&str>,
     now: DateTime<Utc>,
 ) -> Result<CancelOutcome, StoreError> {
     let mut tx = pool.begin().await?;
@@ -222,7 +220,7 @@ pub(super) async fn cancel(
     .bind(id)
     .bind(task.last_seq)
     .bind(rules::CANCELLED_EVENT)
-    .bind(rules::cancelled_event(current.status))
+    .bind(rules::cancelled_event(current.status, by))
     .bind(now)
     .execute(&mut *tx)
     .await?;

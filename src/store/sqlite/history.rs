@@ -15,6 +15,20 @@ use crate::store::{
     Artifact, LedgerEntry, NewToolReceipt, PlanVersionRecord, StoreError, ToolReceipt,
 };
 
+/// The tenant condition of a read of an append-only table: the task `?1` belongs to the tenant
+/// bound at `?N` (a primary-key lookup of the task row).
+macro_rules! owned_by {
+    (2) => {
+        "EXISTS (SELECT 1 FROM tasks WHERE tasks.id = ?1 AND tasks.tenant_id = ?2)"
+    };
+    (3) => {
+        "EXISTS (SELECT 1 FROM tasks WHERE tasks.id = ?1 AND tasks.tenant_id = ?3)"
+    };
+    (4) => {
+        "EXISTS (SELECT 1 FROM tasks WHERE tasks.id = ?1 AND tasks.tenant_id = ?4)"
+    };
+}
+
 /// Appends one event row. The caller has already advanced `tasks.last_seq` to `seq` in the same
 /// transaction, which is what keeps per-task seqs dense and ordered.
 pub(super) async fn append_event(
@@ -41,18 +55,22 @@ pub(super) async fn append_event(
 impl SqliteStore {
     pub(super) async fn list_event_rows(
         &self,
+        tenant_id: &str,
         task_id: TaskId,
         after_seq: i64,
         limit: i64,
     ) -> Result<Vec<Event>, StoreError> {
         // A negative LIMIT means "no limit" to SQLite; the contract is "at most `limit`".
-        let rows = sqlx::query(
+        let rows = sqlx::query(concat!(
             "SELECT task_id, seq, kind, data, created_at FROM events \
-             WHERE task_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-        )
+             WHERE task_id = ?1 AND seq > ?2 AND ",
+            owned_by!(4),
+            " ORDER BY seq LIMIT ?3"
+        ))
         .bind(id_text(task_id))
         .bind(after_seq)
         .bind(rules::page_limit(limit).unwrap_or(0))
+        .bind(tenant_id)
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(rows::event_from_row).collect()
@@ -60,13 +78,17 @@ impl SqliteStore {
 
     pub(super) async fn list_plan_version_rows(
         &self,
+        tenant_id: &str,
         task_id: TaskId,
     ) -> Result<Vec<PlanVersionRecord>, StoreError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query(concat!(
             "SELECT task_id, version, reason, caused_by_seq, plan, created_at \
-             FROM plan_versions WHERE task_id = ?1 ORDER BY version",
-        )
+             FROM plan_versions WHERE task_id = ?1 AND ",
+            owned_by!(2),
+            " ORDER BY version"
+        ))
         .bind(id_text(task_id))
+        .bind(tenant_id)
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(rows::plan_version_from_row).collect()
@@ -74,15 +96,18 @@ impl SqliteStore {
 
     pub(super) async fn get_plan_version_row(
         &self,
+        tenant_id: &str,
         task_id: TaskId,
         version: i32,
     ) -> Result<Option<PlanVersionRecord>, StoreError> {
-        sqlx::query(
+        sqlx::query(concat!(
             "SELECT task_id, version, reason, caused_by_seq, plan, created_at \
-             FROM plan_versions WHERE task_id = ?1 AND version = ?2",
-        )
+             FROM plan_versions WHERE task_id = ?1 AND version = ?2 AND ",
+            owned_by!(3)
+        ))
         .bind(id_text(task_id))
         .bind(version)
+        .bind(tenant_id)
         .fetch_optional(&self.pool)
         .await?
         .as_ref()
@@ -92,13 +117,17 @@ impl SqliteStore {
 
     pub(super) async fn list_ledger_rows(
         &self,
+        tenant_id: &str,
         task_id: TaskId,
     ) -> Result<Vec<LedgerEntry>, StoreError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query(concat!(
             "SELECT id, task_id, milestone_id, kind, unit, amount, created_at \
-             FROM ledger_entries WHERE task_id = ?1 ORDER BY id",
-        )
+             FROM ledger_entries WHERE task_id = ?1 AND ",
+            owned_by!(2),
+            " ORDER BY id"
+        ))
         .bind(id_text(task_id))
+        .bind(tenant_id)
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(rows::ledger_entry_from_row).collect()
@@ -106,13 +135,17 @@ impl SqliteStore {
 
     pub(super) async fn list_artifact_rows(
         &self,
+        tenant_id: &str,
         task_id: TaskId,
     ) -> Result<Vec<Artifact>, StoreError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query(concat!(
             "SELECT task_id, milestone_id, name, value, created_at \
-             FROM artifacts WHERE task_id = ?1 ORDER BY id",
-        )
+             FROM artifacts WHERE task_id = ?1 AND ",
+            owned_by!(2),
+            " ORDER BY id"
+        ))
         .bind(id_text(task_id))
+        .bind(tenant_id)
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(rows::artifact_from_row).collect()

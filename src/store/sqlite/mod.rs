@@ -39,9 +39,11 @@ use super::{
 };
 use crate::domain::event::Event;
 use crate::domain::task::{Lease, NewTask, Task, TaskId};
+use crate::store::keys::{ApiKey, NewApiKey, NewStreamToken, StoredApiKey, StreamToken};
 
 mod commit;
 mod history;
+mod keys;
 mod lease;
 mod rows;
 mod schema;
@@ -125,13 +127,14 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    async fn create_task(
+    async fn create_task_by(
         &self,
         new: NewTask,
         idempotency: Option<IdempotencyClaim>,
+        by: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Created, StoreError> {
-        self.create_task_tx(new, idempotency, now).await
+        self.create_task_tx(new, idempotency, by, now).await
     }
 
     async fn get_task(&self, tenant_id: &str, id: TaskId) -> Result<Option<Task>, StoreError> {
@@ -146,45 +149,58 @@ impl Store for SqliteStore {
         self.list_task_rows(tenant_id, query).await
     }
 
-    async fn cancel_task(
+    async fn cancel_task_by(
         &self,
         tenant_id: &str,
         id: TaskId,
+        by: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<CancelOutcome, StoreError> {
-        self.cancel_task_tx(tenant_id, id, now).await
+        self.cancel_task_tx(tenant_id, id, by, now).await
     }
 
     async fn list_events(
         &self,
+        tenant_id: &str,
         task_id: TaskId,
         after_seq: i64,
         limit: i64,
     ) -> Result<Vec<Event>, StoreError> {
-        self.list_event_rows(task_id, after_seq, limit).await
+        self.list_event_rows(tenant_id, task_id, after_seq, limit)
+            .await
     }
 
     async fn list_plan_versions(
         &self,
+        tenant_id: &str,
         task_id: TaskId,
     ) -> Result<Vec<PlanVersionRecord>, StoreError> {
-        self.list_plan_version_rows(task_id).await
+        self.list_plan_version_rows(tenant_id, task_id).await
     }
 
     async fn get_plan_version(
         &self,
+        tenant_id: &str,
         task_id: TaskId,
         version: i32,
     ) -> Result<Option<PlanVersionRecord>, StoreError> {
-        self.get_plan_version_row(task_id, version).await
+        self.get_plan_version_row(tenant_id, task_id, version).await
     }
 
-    async fn list_ledger_entries(&self, task_id: TaskId) -> Result<Vec<LedgerEntry>, StoreError> {
-        self.list_ledger_rows(task_id).await
+    async fn list_ledger_entries(
+        &self,
+        tenant_id: &str,
+        task_id: TaskId,
+    ) -> Result<Vec<LedgerEntry>, StoreError> {
+        self.list_ledger_rows(tenant_id, task_id).await
     }
 
-    async fn list_artifacts(&self, task_id: TaskId) -> Result<Vec<Artifact>, StoreError> {
-        self.list_artifact_rows(task_id).await
+    async fn list_artifacts(
+        &self,
+        tenant_id: &str,
+        task_id: TaskId,
+    ) -> Result<Vec<Artifact>, StoreError> {
+        self.list_artifact_rows(tenant_id, task_id).await
     }
 
     async fn claim(
@@ -256,6 +272,46 @@ impl Store for SqliteStore {
         now: DateTime<Utc>,
     ) -> Result<ToolReceipt, StoreError> {
         self.put_receipt_tx(receipt, now).await
+    }
+
+    async fn create_api_key(
+        &self,
+        new: NewApiKey,
+        now: DateTime<Utc>,
+    ) -> Result<ApiKey, StoreError> {
+        self.insert_api_key(new, now).await
+    }
+
+    async fn get_api_key(&self, id: &str) -> Result<Option<StoredApiKey>, StoreError> {
+        self.api_key_row(id).await
+    }
+
+    async fn list_api_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
+        self.api_key_rows().await
+    }
+
+    async fn revoke_api_key(
+        &self,
+        id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<ApiKey>, StoreError> {
+        self.revoke_api_key_tx(id, now).await
+    }
+
+    async fn has_api_keys(&self) -> Result<bool, StoreError> {
+        self.any_api_key().await
+    }
+
+    async fn create_stream_token(
+        &self,
+        token: NewStreamToken,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.insert_stream_token(token, now).await
+    }
+
+    async fn get_stream_token(&self, token_hash: &str) -> Result<Option<StreamToken>, StoreError> {
+        self.stream_token_row(token_hash).await
     }
 
     fn subscribe(&self) -> broadcast::Receiver<Wakeup> {

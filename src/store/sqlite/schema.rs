@@ -6,11 +6,18 @@ use sqlx::migrate::Migrator;
 use crate::store::migrations::{self, Embedded};
 
 /// `(version, description, sql)`, in order. Append new files here; never edit an applied one.
-const MIGRATIONS: Embedded = &[(
-    1,
-    "initial",
-    include_str!("../../../migrations/sqlite/0001_initial.sql"),
-)];
+const MIGRATIONS: Embedded = &[
+    (
+        1,
+        "initial",
+        include_str!("../../../migrations/sqlite/0001_initial.sql"),
+    ),
+    (
+        2,
+        "api keys",
+        include_str!("../../../migrations/sqlite/0002_api_keys.sql"),
+    ),
+];
 
 pub(super) fn migrator() -> Migrator {
     migrations::migrator(MIGRATIONS)

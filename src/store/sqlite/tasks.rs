@@ -4,7 +4,6 @@
 use std::ops::ControlFlow;
 
 use chrono::{DateTime, Utc};
-use serde_json::json;
 use sqlx::{Row, SqliteConnection};
 
 use super::SqliteStore;
@@ -91,6 +90,7 @@ impl SqliteStore {
         &self,
         new: NewTask,
         idempotency: Option<IdempotencyClaim>,
+        by: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Created, StoreError> {
         let now_ms = millis(now);
@@ -104,7 +104,7 @@ impl SqliteStore {
 
         let id = id_text(new.id);
         let task = insert_task(&mut tx, &id, &new, now_ms).await?;
-        let data = json!({ "goal": new.goal, "strategy": new.strategy, "budget": new.budget });
+        let data = rules::created_event(&new, by);
         append_event(&mut tx, &id, 1, kinds::TASK_CREATED, &data, now_ms).await?;
         if let Some(claim) = &idempotency {
             sqlx::query(
@@ -192,6 +192,7 @@ impl SqliteStore {
         &self,
         tenant_id: &str,
         id: TaskId,
+        by: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<CancelOutcome, StoreError> {
         let now_ms = millis(now);
@@ -222,7 +223,7 @@ impl SqliteStore {
         .fetch_one(&mut *tx)
         .await?;
         let task = task_from_row(&row)?;
-        let data = rules::cancelled_event(current.status);
+        let data = rules::cancelled_event(current.status, by);
         append_event(
             &mut tx,
             &id_text,

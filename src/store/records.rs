@@ -1,0 +1,89 @@
+//! The append-only records a task accumulates (plan versions, ledger entries, artifacts) and
+//! the tool receipts, as stored and as written.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+/// An immutable plan snapshot as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PlanVersionRecord {
+    pub task_id: uuid::Uuid,
+    pub version: i32,
+    /// Why this version was written (`initial`, a replan reason, a repair level).
+    pub reason: String,
+    /// The `seq` of the event that caused this version, if any.
+    pub caused_by_seq: Option<i64>,
+    #[schema(value_type = Object)]
+    pub plan: Value,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewPlanVersion {
+    pub version: i32,
+    pub reason: String,
+    pub caused_by_seq: Option<i64>,
+    pub plan: Value,
+}
+
+/// One ledger movement. The ledger of a task is derivable from its entries alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct LedgerEntry {
+    pub id: i64,
+    pub task_id: uuid::Uuid,
+    /// `None` for task-level movements (the reserve).
+    pub milestone_id: Option<String>,
+    /// `allocate`, `charge`, `grant`, `return`, `reserve`.
+    pub kind: String,
+    /// `tokens`, `tool_calls` or `wall_ms`.
+    pub unit: String,
+    pub amount: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewLedgerEntry {
+    pub milestone_id: Option<String>,
+    pub kind: String,
+    pub unit: String,
+    pub amount: i64,
+}
+
+/// A named output of a milestone, kept for later milestones and for checks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Artifact {
+    pub task_id: uuid::Uuid,
+    pub milestone_id: String,
+    pub name: String,
+    #[schema(value_type = Object)]
+    pub value: Value,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewArtifact {
+    pub milestone_id: String,
+    pub name: String,
+    pub value: Value,
+}
+
+/// The stored result of a side-effecting tool call, keyed by its idempotency key, so that a
+/// resumed step returns the stored result instead of calling the tool again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolReceipt {
+    pub idempotency_key: String,
+    pub task_id: uuid::Uuid,
+    pub tool: String,
+    pub response: Value,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewToolReceipt {
+    pub idempotency_key: String,
+    pub task_id: uuid::Uuid,
+    pub tool: String,
+    pub response: Value,
+}
