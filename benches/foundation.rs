@@ -97,6 +97,8 @@ async fn main() {
         .env("CAIRN_LISTEN_ADDR", format!("127.0.0.1:{port}"))
         .env("CAIRN_WORKERS", "8")
         .env("CAIRN_TEST_MINIMAL_ENGINE", "true")
+        // One client measuring throughput: its own rate limit would be the figure.
+        .env("CAIRN_HTTP_RATE_PER_S", "0")
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -115,7 +115,7 @@ async fn receipts_prevent_a_second_side_effect(receipts: Arc<dyn ReceiptStore>) 
     assert!(!first.from_receipt && first.simulated);
     assert_eq!(first.output["patched"], "c/start.sh");
     let stored = receipts
-        .get(&first.idempotency_key)
+        .get(task, &first.idempotency_key)
         .await
         .expect("read receipt")
         .expect("a receipt was stored");
@@ -164,7 +164,7 @@ async fn receipts_prevent_a_second_side_effect(receipts: Arc<dyn ReceiptStore>) 
         assert!(!result.from_receipt);
         assert!(
             receipts
-                .get(&result.idempotency_key)
+                .get(check.task_id, &result.idempotency_key)
                 .await
                 .expect("read")
                 .is_none()

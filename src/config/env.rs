@@ -19,6 +19,7 @@ impl Config {
         for purpose in ["DEFAULT", "GATE", "STRATEGIC", "TACTICAL", "VERIFIER"] {
             self.apply_llm_env(purpose, env)?;
         }
+        self.apply_limits_env(env)?;
         Ok(())
     }
 

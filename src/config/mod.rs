@@ -12,6 +12,7 @@ pub use crate::llm::LlmEndpoint;
 pub use crate::secret::Secret;
 
 mod env;
+mod limits;
 mod sections;
 mod validate;
 
@@ -71,6 +72,10 @@ pub struct Config {
     pub shutdown_grace_ms: u64,
     /// Postgres connection pool size.
     pub db_max_connections: u32,
+    /// How long a request waits for a pooled Postgres connection before it fails (503).
+    pub db_acquire_timeout_ms: u64,
+    /// The HTTP server's timeouts and connection, rate and stream limits (`[http]`).
+    pub http: crate::http::HttpLimits,
     pub log_format: LogFormat,
     /// Tool registry file (TOML); none means no tools beyond the simulator's.
     pub tools_file: Option<PathBuf>,
@@ -117,6 +122,8 @@ impl Default for Config {
             max_page_size: 100,
             shutdown_grace_ms: 10_000,
             db_max_connections: 16,
+            db_acquire_timeout_ms: 2_000,
+            http: crate::http::HttpLimits::default(),
             log_format: LogFormat::Text,
             tools_file: None,
             rollout_percent: 100,
@@ -157,8 +164,11 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_ENGINE_RESERVE_FRAC", "engine.reserve_frac"),
     ("CAIRN_ENGINE_REPAIR_AT", "engine.pressure_frac"),
     ("CAIRN_ENGINE_MAX_PARALLEL", "engine.max_parallel"),
+    ("CAIRN_DB_ACQUIRE_TIMEOUT_MS", "db_acquire_timeout_ms"),
     ("CAIRN_AUTH", "auth"),
 ];
+
+pub use limits::HTTP_ENV_VARS;
 
 impl Config {
     /// Loads defaults, then `file` (if any), then the environment given by `env`.

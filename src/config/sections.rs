@@ -13,6 +13,7 @@ impl Config {
             sse_keepalive_ms: self.sse_keepalive_ms,
             max_page_size: self.max_page_size,
             poll_interval_ms: self.poll_interval_ms,
+            limits: self.http.clone(),
         }
     }
 
@@ -22,6 +23,7 @@ impl Config {
             database_url: self.database_url.clone(),
             sqlite_path: self.sqlite_path.clone(),
             max_connections: self.db_max_connections,
+            acquire_timeout_ms: self.db_acquire_timeout_ms,
         }
     }
 }

@@ -16,6 +16,7 @@ impl Config {
         self.validate_engine()?;
         self.validate_workers_and_timing()?;
         self.validate_limits()?;
+        self.validate_http_limits()?;
         self.validate_database_url()?;
         for (purpose, endpoint) in &self.llm {
             validate_llm_endpoint(purpose, endpoint)?;

@@ -55,6 +55,23 @@ pub mod codes {
     pub const UNAVAILABLE: &str = "/problems/unavailable";
     /// Anything else that failed on the server's side.
     pub const INTERNAL: &str = "/problems/internal";
+    // The server's own limits (`crate::http::limits`).
+    /// The request target is longer than `http.max_uri_bytes` (414).
+    pub const URI_TOO_LONG: &str = "/problems/uri-too-long";
+    /// The request headers exceed `http.max_header_bytes` or `http.max_headers` (431).
+    pub const HEADERS_TOO_LARGE: &str = "/problems/headers-too-large";
+    /// The body did not arrive within `http.body_timeout_ms` (408).
+    pub const REQUEST_TIMEOUT: &str = "/problems/request-timeout";
+    /// The server did not finish the request within `http.request_timeout_ms` (503).
+    pub const TIMEOUT: &str = "/problems/timeout";
+    /// This client sent more requests than its rate allows (429, `Retry-After`).
+    pub const RATE_LIMITED: &str = "/problems/rate-limited";
+    /// This client already holds `http.sse_per_client` live event streams (429).
+    pub const TOO_MANY_STREAMS: &str = "/problems/too-many-streams";
+    /// The request is not HTTP/1.1 that the server can parse (400; the connection closes).
+    pub const BAD_REQUEST: &str = "/problems/bad-request";
+    /// The server holds `http.max_connections` busy connections (503, `Retry-After`).
+    pub const OVERLOADED: &str = "/problems/overloaded";
 }
 
 /// The media type of every error body.
@@ -245,7 +262,7 @@ impl IntoResponse for ApiError {
 
 /// Renders a problem body. Serialising a `Problem` cannot fail (strings and numbers only); the
 /// fallback keeps even that impossible case a valid problem.
-fn problem_response(status: StatusCode, problem: &Problem) -> Response {
+pub(crate) fn problem_response(status: StatusCode, problem: &Problem) -> Response {
     let body = serde_json::to_vec(problem).unwrap_or_else(|_| {
         br#"{"type":"/problems/internal","title":"Internal server error","status":500,"detail":"error rendering failed"}"#
             .to_vec()

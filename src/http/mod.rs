@@ -9,21 +9,27 @@
 //! - [`stats`]: planner telemetry and the gate's decisions with outcomes;
 //! - [`tools`]: the registered tools;
 //! - [`health`]: `/healthz`, `/readyz`, `/openapi.json`;
-//! - [`extract`]: extractors and fallbacks that turn every rejection into a problem.
+//! - [`extract`]: extractors and fallbacks that turn every rejection into a problem;
+//! - [`limits`], [`guard`], [`conn`]: timeouts, connection, rate and stream limits.
 //!
 //! Every protected route is scoped to the tenant of the caller's API key ([`auth`]).
 
 pub mod auth;
 pub mod auth_doc;
 mod auth_start;
+pub mod conn;
+mod conn_io;
 pub mod cursor;
 pub mod doc_schemas;
 pub mod error;
 pub mod events;
 pub mod extract;
+pub mod guard;
 pub mod health;
 pub mod idempotency;
 pub mod ledger;
+pub mod limits;
+pub mod limits_doc;
 pub mod plan_diff;
 pub mod plans;
 pub mod rollout;
@@ -35,5 +41,6 @@ pub mod stream_token;
 pub mod tasks;
 pub mod tools;
 
+pub use limits::HttpLimits;
 pub use router::{openapi, openapi_json, router, serve};
 pub use state::{AppState, HttpSettings, ShutdownSignal};

@@ -3,10 +3,10 @@
 //! [`router`] is the whole HTTP surface: the `/v1` resources from [`crate::http`], health and
 //! the OpenAPI document, plus the layers that keep the error policy of [`super::error`] true
 //! everywhere: a body limit, problem fallbacks for unknown routes and methods, and a panic
-//! guard. [`serve`] runs it with graceful shutdown, which also ends live SSE streams (they would
-//! otherwise hold the server open forever).
+//! guard, and outermost the limits of [`super::guard`] (head size, rate, timeouts, streams).
+//! [`serve`] runs it on [`super::conn`] with graceful shutdown, which also ends live SSE streams
+//! (they would otherwise hold the server open forever).
 
-use axum::serve::ListenerExt;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -21,6 +21,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiError, Problem};
+use super::guard::{self, Guard};
 use super::health::OpenApiDocument;
 use super::state::{AppState, ShutdownSignal};
 use super::{
@@ -69,9 +70,10 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(health::openapi))
 }
 
-/// The OpenAPI document of [`router`].
+/// The OpenAPI document of [`router`], with the answers of its limits on every route.
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut document = api_routes().into_openapi();
+    super::limits_doc::document_limits(&mut document);
     auth_doc::describe(&mut document);
     document
 }
@@ -96,19 +98,27 @@ fn render(document: &utoipa::openapi::OpenApi) -> String {
 /// The whole HTTP surface.
 pub fn router(state: AppState) -> Router {
     let (api, mut document) = api_routes().split_for_parts();
+    super::limits_doc::document_limits(&mut document);
     auth_doc::describe(&mut document);
     let document = OpenApiDocument(Arc::new(render(&document)));
-    // Authentication and scopes ([`auth`]): routes only, so unknown paths stay 404s.
+    // Authentication and scopes ([`auth`]): routes only, so unknown paths stay 404s. The
+    // per-client limits run inside it, so they count against the caller's key.
+    let limits = Guard::new(state.settings.limits.clone());
     let guard = axum::middleware::from_fn_with_state(state.clone(), auth::guard);
-    api.route_layer(guard)
-        .method_not_allowed_fallback(extract::method_not_allowed)
-        .fallback(extract::not_found)
-        .layer(Extension(document))
-        .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
-        .layer(CatchPanicLayer::custom(panic_response))
-        .layer(axum::middleware::map_response(nosniff))
-        .layer(TraceLayer::new_for_http())
-        .with_state(state)
+    api.route_layer(axum::middleware::from_fn_with_state(
+        limits.clone(),
+        guard::per_client,
+    ))
+    .route_layer(guard)
+    .method_not_allowed_fallback(extract::method_not_allowed)
+    .fallback(extract::not_found)
+    .layer(Extension(document))
+    .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
+    .layer(CatchPanicLayer::custom(panic_response))
+    .layer(axum::middleware::from_fn_with_state(limits, guard::limit))
+    .layer(axum::middleware::map_response(nosniff))
+    .layer(TraceLayer::new_for_http())
+    .with_state(state)
 }
 
 /// Every answer says its content type is the one to trust (`X-Content-Type-Options: nosniff`),
@@ -139,19 +149,12 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let (stopping, signal) = watch::channel(false);
-    let app = router(state).layer(Extension(ShutdownSignal(signal)));
-    // Small writes (an SSE event, a 202) go out at once instead of waiting on Nagle's
-    // algorithm for the client's ACK (tens of milliseconds per event otherwise).
-    let listener = listener.tap_io(|tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::debug!(%error, "could not set TCP_NODELAY");
-        }
+    let limits = state.settings.limits.clone();
+    let app = router(state).layer(Extension(ShutdownSignal(signal.clone())));
+    tokio::spawn(async move {
+        shutdown.await;
+        // Ends live streams and tells the accept loop and every connection to finish.
+        let _ = stopping.send(true);
     });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            // Receivers live in the router's layer; if none is left there is nothing to end.
-            let _ = stopping.send(true);
-        })
-        .await
+    super::conn::serve(listener, app, limits, signal).await
 }

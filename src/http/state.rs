@@ -22,6 +22,8 @@ pub struct HttpSettings {
     pub max_page_size: i64,
     /// How often a live event stream re-reads the store besides wake-up hints.
     pub poll_interval_ms: u64,
+    /// Timeouts, connection, rate and stream limits (`[http]`).
+    pub limits: super::limits::HttpLimits,
 }
 
 impl Default for HttpSettings {
@@ -31,6 +33,7 @@ impl Default for HttpSettings {
             sse_keepalive_ms: 15_000,
             max_page_size: 100,
             poll_interval_ms: 1_000,
+            limits: super::limits::HttpLimits::default(),
         }
     }
 }

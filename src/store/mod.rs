@@ -291,7 +291,13 @@ pub trait Store: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> Result<Vec<TaskId>, StoreError>;
 
-    async fn get_receipt(&self, idempotency_key: &str) -> Result<Option<ToolReceipt>, StoreError>;
+    /// The receipt of `task_id`'s call with this key (a key another task holds is not this
+    /// task's: receipts are scoped by task, and so by tenant).
+    async fn get_receipt(
+        &self,
+        task_id: TaskId,
+        idempotency_key: &str,
+    ) -> Result<Option<ToolReceipt>, StoreError>;
 
     /// Stores a receipt; if one already exists for the key, keeps and returns the first.
     async fn put_receipt(
@@ -347,6 +353,9 @@ pub struct StoreSettings {
     pub sqlite_path: std::path::PathBuf,
     /// Postgres connection pool size.
     pub max_connections: u32,
+    /// How long an operation waits for a pooled Postgres connection before it fails with a
+    /// transient error (which the API answers 503).
+    pub acquire_timeout_ms: u64,
 }
 
 /// Opens the store the settings ask for: Postgres when `database_url` is set, else the
@@ -354,7 +363,14 @@ pub struct StoreSettings {
 pub async fn open(settings: &StoreSettings) -> Result<std::sync::Arc<dyn Store>, StoreError> {
     Ok(match &settings.database_url {
         Some(url) => std::sync::Arc::new(
-            postgres::PgStore::connect(url.expose(), settings.max_connections).await?,
+            postgres::PgStore::connect_with(
+                url.expose(),
+                postgres::PoolOptions {
+                    max_connections: settings.max_connections,
+                    acquire_timeout: std::time::Duration::from_millis(settings.acquire_timeout_ms),
+                },
+            )
+            .await?,
         ),
         None => std::sync::Arc::new(sqlite::SqliteStore::open(&settings.sqlite_path).await?),
     })

@@ -134,7 +134,7 @@ impl ToolClient {
             source,
         };
         if let Some(store) = receipts
-            && let Some(receipt) = store.get(&key).await.map_err(receipt_error)?
+            && let Some(receipt) = store.get(call.task_id, &key).await.map_err(receipt_error)?
         {
             let answer = parse_answer(&spec.name, receipt.response)?;
             tracing::debug!(tool = %spec.name, key = %key, "answered from receipt");

@@ -9,11 +9,17 @@ use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::domain::task::TaskId;
 use crate::store::{NewToolReceipt, RETRY_BUDGET, Store, StoreError, ToolReceipt, retry_transient};
 
 #[async_trait]
 pub trait ReceiptStore: Send + Sync {
-    async fn get(&self, idempotency_key: &str) -> Result<Option<ToolReceipt>, StoreError>;
+    /// The receipt of `task_id`'s call with this key; another task's is never returned.
+    async fn get(
+        &self,
+        task_id: TaskId,
+        idempotency_key: &str,
+    ) -> Result<Option<ToolReceipt>, StoreError>;
     /// Stores a receipt unless one exists for the key; returns the one kept.
     async fn put(
         &self,
@@ -30,8 +36,15 @@ pub struct StoreReceipts(pub Arc<dyn Store>);
 
 #[async_trait]
 impl ReceiptStore for StoreReceipts {
-    async fn get(&self, idempotency_key: &str) -> Result<Option<ToolReceipt>, StoreError> {
-        retry_transient(RETRY_BUDGET, || self.0.get_receipt(idempotency_key)).await
+    async fn get(
+        &self,
+        task_id: TaskId,
+        idempotency_key: &str,
+    ) -> Result<Option<ToolReceipt>, StoreError> {
+        retry_transient(RETRY_BUDGET, || {
+            self.0.get_receipt(task_id, idempotency_key)
+        })
+        .await
     }
     async fn put(
         &self,
@@ -64,8 +77,16 @@ impl MemoryReceipts {
 
 #[async_trait]
 impl ReceiptStore for MemoryReceipts {
-    async fn get(&self, idempotency_key: &str) -> Result<Option<ToolReceipt>, StoreError> {
-        Ok(self.lock().get(idempotency_key).cloned())
+    async fn get(
+        &self,
+        task_id: TaskId,
+        idempotency_key: &str,
+    ) -> Result<Option<ToolReceipt>, StoreError> {
+        Ok(self
+            .lock()
+            .get(idempotency_key)
+            .filter(|r| r.task_id == task_id)
+            .cloned())
     }
     async fn put(
         &self,

@@ -75,7 +75,12 @@ pub async fn evaluate(params: &EvalParams) -> Result<Report, EvalError> {
         .local_addr()
         .map_err(|e| EvalError::Io(e.to_string()))?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let state = AppState::new(store.clone(), clock, HttpSettings::default());
+    // The only client is the runner below, which polls every run ten times a second.
+    let settings = HttpSettings {
+        limits: crate::http::HttpLimits::without_client_limits(),
+        ..HttpSettings::default()
+    };
+    let state = AppState::new(store.clone(), clock, settings);
     let http = tokio::spawn(crate::http::serve(listener, state, async move {
         let _ = stopped.await;
     }));

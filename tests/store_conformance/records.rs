@@ -272,7 +272,10 @@ pub async fn receipts_keep_the_first(store: Arc<dyn Store>) {
         tool: "deploy".to_owned(),
         response,
     };
-    assert_eq!(store.get_receipt("task/m1/s1/0").await.expect("get"), None);
+    assert_eq!(
+        store.get_receipt(id, "task/m1/s1/0").await.expect("get"),
+        None
+    );
     let first = store
         .put_receipt(receipt(json!({ "ok": 1 })), clock.now())
         .await
@@ -288,10 +291,27 @@ pub async fn receipts_keep_the_first(store: Arc<dyn Store>) {
         .expect("put again");
     assert_eq!(second, first, "the first receipt wins");
     assert_eq!(
-        store.get_receipt("task/m1/s1/0").await.expect("get"),
+        store.get_receipt(id, "task/m1/s1/0").await.expect("get"),
         Some(first)
     );
-    assert_eq!(store.get_receipt("task/m1/s1/1").await.expect("get"), None);
+    assert_eq!(
+        store.get_receipt(id, "task/m1/s1/1").await.expect("get"),
+        None
+    );
+    // Receipts are scoped by task: another task (of any tenant) never sees this one's.
+    let other = create(&store, &clock, "another task").await;
+    assert_eq!(
+        store.get_receipt(other, "task/m1/s1/0").await.expect("get"),
+        None
+    );
+    let stolen = NewToolReceipt {
+        task_id: other,
+        ..receipt(json!({ "ok": 3 }))
+    };
+    assert!(
+        store.put_receipt(stolen, clock.now()).await.is_err(),
+        "a key held by another task is a collision, not a receipt"
+    );
 }
 
 pub async fn subscribe_receives_wakeups(store: Arc<dyn Store>) {

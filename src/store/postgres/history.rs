@@ -115,13 +115,15 @@ pub(super) async fn artifacts(
 
 pub(super) async fn receipt(
     pool: &PgPool,
+    task_id: TaskId,
     idempotency_key: &str,
 ) -> Result<Option<ToolReceipt>, StoreError> {
     sqlx::query(
         "SELECT idempotency_key, task_id, tool, response, created_at FROM tool_receipts \
-         WHERE idempotency_key = $1",
+         WHERE idempotency_key = $1 AND task_id = $2",
     )
     .bind(idempotency_key)
+    .bind(task_id)
     .fetch_optional(pool)
     .await?
     .as_ref()
@@ -152,7 +154,7 @@ pub(super) async fn put_receipt(
     if let Some(row) = inserted {
         return rows::receipt(&row);
     }
-    self::receipt(pool, &receipt.idempotency_key)
+    self::receipt(pool, receipt.task_id, &receipt.idempotency_key)
         .await?
         .ok_or_else(|| {
             StoreError::Corrupt(format!(

@@ -44,8 +44,17 @@ mod tasks;
 
 /// How many hints a slow subscriber may fall behind before it sees `Lagged` (and re-reads).
 const WAKEUP_CAPACITY: usize = 1024;
-/// How long a request waits for a pooled connection before failing instead of hanging.
+/// How long an operation of [`PgStore::connect`]'s pool waits for a connection before failing
+/// instead of hanging. `cairn serve` sets its own (`db_acquire_timeout_ms`, 2 s by default,
+/// through [`PgStore::connect_with`]): with the database down, the API answers 503 after it.
 const ACQUIRE_TIMEOUT: StdDuration = StdDuration::from_secs(10);
+
+/// The pool's size and how long an operation waits for one of its connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolOptions {
+    pub max_connections: u32,
+    pub acquire_timeout: StdDuration,
+}
 
 #[derive(Debug, Clone)]
 pub struct PgStore {
@@ -61,9 +70,18 @@ impl PgStore {
     /// dedicated connection that `LISTEN`s for wake-ups. The listener is subscribed before this
     /// returns, so a hint committed afterwards by any replica reaches [`Store::subscribe`].
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self, StoreError> {
+        let options = PoolOptions {
+            max_connections,
+            acquire_timeout: ACQUIRE_TIMEOUT,
+        };
+        Self::connect_with(url, options).await
+    }
+
+    /// [`PgStore::connect`] with the pool's acquire timeout given.
+    pub async fn connect_with(url: &str, options: PoolOptions) -> Result<Self, StoreError> {
         let pool = PgPoolOptions::new()
-            .max_connections(max_connections.max(1))
-            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .max_connections(options.max_connections.max(1))
+            .acquire_timeout(options.acquire_timeout)
             .connect(url)
             .await?;
         let listener = notify::listen(url).await?;
@@ -215,8 +233,12 @@ impl Store for PgStore {
         lease::reclaim(&self.pool, &self.hints, prefix, now).await
     }
 
-    async fn get_receipt(&self, idempotency_key: &str) -> Result<Option<ToolReceipt>, StoreError> {
-        history::receipt(&self.pool, idempotency_key).await
+    async fn get_receipt(
+        &self,
+        task_id: TaskId,
+        idempotency_key: &str,
+    ) -> Result<Option<ToolReceipt>, StoreError> {
+        history::receipt(&self.pool, task_id, idempotency_key).await
     }
 
     async fn put_receipt(

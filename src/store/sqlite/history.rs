@@ -153,13 +153,15 @@ impl SqliteStore {
 
     pub(super) async fn get_receipt_row(
         &self,
+        task_id: TaskId,
         idempotency_key: &str,
     ) -> Result<Option<ToolReceipt>, StoreError> {
         sqlx::query(
             "SELECT idempotency_key, task_id, tool, response, created_at \
-             FROM tool_receipts WHERE idempotency_key = ?1",
+             FROM tool_receipts WHERE idempotency_key = ?1 AND task_id = ?2",
         )
         .bind(idempotency_key)
+        .bind(id_text(task_id))
         .fetch_optional(&self.pool)
         .await?
         .as_ref()
@@ -195,6 +197,12 @@ impl SqliteStore {
         .await?;
         let stored = rows::receipt_from_row(&row)?;
         tx.commit().await?;
+        if stored.task_id != receipt.task_id {
+            return Err(StoreError::Corrupt(format!(
+                "receipt {:?} belongs to another task",
+                receipt.idempotency_key
+            )));
+        }
         Ok(stored)
     }
 }

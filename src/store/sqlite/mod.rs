@@ -262,8 +262,12 @@ impl Store for SqliteStore {
         self.reap_expired_tx(now, Some(prefix)).await
     }
 
-    async fn get_receipt(&self, idempotency_key: &str) -> Result<Option<ToolReceipt>, StoreError> {
-        self.get_receipt_row(idempotency_key).await
+    async fn get_receipt(
+        &self,
+        task_id: TaskId,
+        idempotency_key: &str,
+    ) -> Result<Option<ToolReceipt>, StoreError> {
+        self.get_receipt_row(task_id, idempotency_key).await
     }
 
     async fn put_receipt(
