@@ -3,6 +3,9 @@
 # - the third-party OpenAI-compatible mock server that tests/llm_third_party.rs runs the LLM
 #   client against (fakellm, from PyPI), in a virtualenv at .deps/fakellm; the test finds it at
 #   .deps/fakellm/bin/fakellm (override with CAIRN_FAKELLM_BIN);
+# - schemathesis, the OpenAPI fuzzer tests/api_fuzz.rs runs against a live `cairn serve`, by
+#   scripts/install-schemathesis.sh, into .deps/schemathesis (every package pinned by sha256;
+#   override with CAIRN_SCHEMATHESIS_BIN);
 # - the real local model of tests/live_model.rs (Qwen2.5-Coder-0.5B-Instruct Q4_K_M and the
 #   xllamacpp server), by scripts/install-model.sh, into .deps/llama and .deps/models (override
 #   with CAIRN_LIVE_PYTHON and CAIRN_LIVE_MODEL).
@@ -45,5 +48,7 @@ install_fakellm() {
 }
 
 install_fakellm
+# The API fuzz test's schemathesis.
+"$ROOT/scripts/install-schemathesis.sh"
 # The live-model test's model and server (0.5B: the one the tests use).
 "$ROOT/scripts/install-model.sh" 0.5b

@@ -25,3 +25,4 @@ pub mod settings;
 pub mod task;
 pub mod telemetry;
 pub mod validate;
+pub mod whole;

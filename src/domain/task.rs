@@ -107,12 +107,15 @@ impl Strategy {
 pub struct Budget {
     /// Model tokens (prompt + completion).
     #[schema(minimum = 1, maximum = 1_000_000_000)]
+    #[serde(deserialize_with = "crate::domain::whole::unsigned")]
     pub tokens: u64,
     /// Tool invocations.
     #[schema(minimum = 1, maximum = 1_000_000)]
+    #[serde(deserialize_with = "crate::domain::whole::unsigned")]
     pub tool_calls: u64,
     /// Wall-clock milliseconds.
     #[schema(minimum = 1, maximum = 2_592_000_000_u64)]
+    #[serde(deserialize_with = "crate::domain::whole::unsigned")]
     pub wall_ms: u64,
 }
 

@@ -30,6 +30,7 @@ use uuid::Uuid;
 
 use crate::domain::event::{Event, kinds};
 use crate::http::auth::Principal;
+use crate::http::doc_schemas::{EventFrame, StoreFailure};
 use crate::http::error::{ApiError, Problem};
 use crate::http::extract::{ApiPath, ApiQuery, parse_task_id};
 use crate::http::tasks::find_task;
@@ -74,18 +75,19 @@ pub struct EventPage {
     tag = "events",
     params(
         ("id" = uuid::Uuid, Path, description = "The task id."),
-        ("Last-Event-ID" = Option<i64>, Header, minimum = 0, description = "Resume after this event `seq` (sent by EventSource on reconnect)."),
+        ("Last-Event-ID" = Option<i64>, Header, nullable = false, minimum = 0, description = "Resume after this event `seq` (sent by EventSource on reconnect)."),
         EventsQuery,
     ),
     responses(
         (status = 200, description = "`text/event-stream` (default): `id:` = seq, `event:` = kind, `data:` = the Event JSON; keep-alive comments; ends after the terminal event. With `Accept: application/json`: one page of events.",
          content(
-            (String = "text/event-stream"),
+            (EventFrame = "text/event-stream"),
             (EventPage = "application/json"),
          )),
         (status = 204, description = "The task has ended and every event up to its terminal one was already delivered."),
         (status = 400, description = "The id is not a UUID, `Last-Event-ID`/`after` is not a non-negative integer, or `limit` is out of range.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task.", body = Problem, content_type = "application/problem+json"),
+        StoreFailure,
     ),
     security(("bearer" = []), ("stream_token" = []))
 )]
@@ -167,15 +169,17 @@ async fn event_page(
 }
 
 /// Where to resume: `Last-Event-ID` first (EventSource sends it on reconnect while the URL still
-/// carries the original `after`), then `?after`, else from the beginning.
+/// carries the original `after`), then `?after`, else from the beginning. Both are checked when
+/// both are sent, so a malformed `after` is never silently ignored.
 fn start_after(headers: &HeaderMap, after: Option<&str>) -> Result<i64, ApiError> {
+    let after = after.map(|text| parse_seq(text, "after")).transpose()?;
     if let Some(value) = headers.get("last-event-id") {
         let text = value.to_str().map_err(|_| {
             ApiError::InvalidLastEventId("Last-Event-ID must be a non-negative integer".into())
         })?;
         return parse_seq(text, "Last-Event-ID");
     }
-    after.map_or(Ok(0), |text| parse_seq(text, "after"))
+    Ok(after.unwrap_or(0))
 }
 
 fn parse_seq(text: &str, name: &str) -> Result<i64, ApiError> {
@@ -325,6 +329,10 @@ mod tests {
         assert_eq!(start_after(&headers, Some("7")).expect("after"), 7);
         headers.insert("last-event-id", HeaderValue::from_static("3"));
         assert_eq!(start_after(&headers, Some("7")).expect("header"), 3);
+        assert!(
+            start_after(&headers, Some("-7")).is_err(),
+            "a bad `after` is not ignored"
+        );
         for bad in ["-1", "abc", "", "1.5", "99999999999999999999"] {
             headers.insert("last-event-id", HeaderValue::from_str(bad).expect("value"));
             assert!(start_after(&headers, None).is_err(), "{bad:?}");

@@ -4,11 +4,16 @@
 //! 422 without a stable code. These wrappers keep axum's parsing but turn every rejection into an
 //! [`ApiError`], so no bad request ever sees a body that is not `application/problem+json`.
 
+use std::fmt;
+use std::marker::PhantomData;
+
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{Method, StatusCode, Uri};
-use serde::de::DeserializeOwned;
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{DeserializeOwned, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
 
 use crate::http::error::ApiError;
 
@@ -24,11 +29,45 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(value)) => Ok(ApiJson(value)),
+        match axum::Json::<Object<T>>::from_request(req, state).await {
+            Ok(axum::Json(Object(value))) => Ok(ApiJson(value)),
             Err(rejection) => Err(json_rejection(rejection)),
         }
     }
+}
+
+/// A body that must be a JSON object: serde's derived structs also take an array of the fields
+/// in order (`[0]` for `{"percent": 0}`), which the OpenAPI document (`type: object`) does not
+/// allow, so the server must not either.
+struct Object<T>(T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        object(deserializer).map(Object)
+    }
+}
+
+/// `deserialize_with` for a struct-typed field that must be a JSON object (see [`Object`]).
+pub fn object<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct ObjectVisitor<T>(PhantomData<T>);
+
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjectVisitor<T> {
+        type Value = T;
+
+        fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+            formatter.write_str("a JSON object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+            T::deserialize(MapAccessDeserializer::new(map))
+        }
+    }
+
+    deserializer.deserialize_map(ObjectVisitor(PhantomData))
 }
 
 fn json_rejection(rejection: JsonRejection) -> ApiError {
@@ -109,4 +148,44 @@ pub async fn not_found(method: Method, uri: Uri) -> ApiError {
 /// A known path with a method it does not serve.
 pub async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
     ApiError::MethodNotAllowed(format!("{method} is not allowed on {}", uri.path()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Inner {
+        n: u32,
+    }
+
+    #[derive(Debug, PartialEq, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Outer {
+        #[serde(deserialize_with = "object")]
+        inner: Inner,
+    }
+
+    #[test]
+    fn bodies_and_marked_fields_must_be_objects() {
+        let parse = |json: &str| serde_json::from_str::<Object<Outer>>(json).map(|o| o.0);
+        assert_eq!(
+            parse(r#"{"inner": {"n": 1}}"#).expect("objects"),
+            Outer {
+                inner: Inner { n: 1 }
+            }
+        );
+        for bad in [
+            r#"[{"n": 1}]"#,
+            r#"{"inner": [1]}"#,
+            r#"[[1]]"#,
+            "1",
+            "null",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+        // Unknown fields are still refused through the object path.
+        assert!(parse(r#"{"inner": {"n": 1, "m": 2}}"#).is_err());
+    }
 }

@@ -16,6 +16,7 @@ use utoipa::ToSchema;
 use crate::domain::ledger::{Ledger, LedgerMovement, MovementKind, PerUnit, Unit};
 use crate::http::AppState;
 use crate::http::auth::Principal;
+use crate::http::doc_schemas::StoreFailure;
 use crate::http::error::{ApiError, Problem};
 use crate::http::extract::{ApiPath, parse_task_id};
 use crate::http::tasks::find_task;
@@ -110,6 +111,7 @@ pub fn summarize(
         (status = 200, description = "The ledger: per-unit summary derived from the entries, and the entries.", body = LedgerView),
         (status = 400, description = "The id is not a UUID.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task.", body = Problem, content_type = "application/problem+json"),
+        StoreFailure,
     )
 )]
 pub async fn get_ledger(

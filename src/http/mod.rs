@@ -20,6 +20,7 @@ mod auth_start;
 pub mod conn;
 mod conn_io;
 pub mod cursor;
+pub mod doc_schemas;
 pub mod error;
 pub mod events;
 pub mod extract;

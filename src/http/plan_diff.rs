@@ -14,6 +14,7 @@ use utoipa::ToSchema;
 use crate::domain::diff::{PlanDiff, diff_values};
 use crate::http::AppState;
 use crate::http::auth::Principal;
+use crate::http::doc_schemas::StoreFailure;
 use crate::http::error::{ApiError, Problem};
 use crate::http::extract::ApiPath;
 use crate::http::plans::find_plan_version;
@@ -38,12 +39,13 @@ pub struct PlanDiffView {
     tag = "plans",
     params(
         ("id" = uuid::Uuid, Path, description = "The task id."),
-        ("version" = i32, Path, description = "The plan version, from 1."),
+        ("version" = i32, Path, minimum = 1, description = "The plan version, from 1."),
     ),
     responses(
         (status = 200, description = "The structural difference from the previous version.", body = PlanDiffView),
         (status = 400, description = "The id is not a UUID or the version not a positive integer.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task or version.", body = Problem, content_type = "application/problem+json"),
+        StoreFailure,
     )
 )]
 pub async fn plan_diff(

@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 
 use crate::http::AppState;
 use crate::http::auth::Principal;
+use crate::http::doc_schemas::StoreFailure;
 use crate::http::error::{ApiError, Problem};
 use crate::http::extract::{ApiPath, parse_task_id};
 use crate::http::tasks::find_task;
@@ -29,6 +30,7 @@ pub struct PlanVersionList {
         (status = 200, description = "The plan versions, oldest first (empty before planning).", body = PlanVersionList),
         (status = 400, description = "The id is not a UUID.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task.", body = Problem, content_type = "application/problem+json"),
+        StoreFailure,
     )
 )]
 pub async fn list_plans(
@@ -59,6 +61,7 @@ pub async fn list_plans(
         (status = 200, description = "The plan version.", body = PlanVersionRecord),
         (status = 400, description = "The id is not a UUID or the version not a positive integer.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task or version.", body = Problem, content_type = "application/problem+json"),
+        StoreFailure,
     )
 )]
 pub async fn get_plan(

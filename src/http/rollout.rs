@@ -19,8 +19,9 @@ use crate::http::extract::ApiJson;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetRollout {
-    /// 0..=100.
-    #[schema(maximum = 100)]
+    /// 0..=100 (a whole number; `50.0` is fifty).
+    #[schema(minimum = 0, maximum = 100)]
+    #[serde(deserialize_with = "crate::domain::whole::unsigned")]
     pub percent: u32,
 }
 
@@ -45,8 +46,9 @@ pub async fn get_rollout(State(state): State<AppState>) -> Json<RolloutSplit> {
         (status = 200, description = "The new split.", body = RolloutSplit),
         (status = 400, description = "Malformed JSON.", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Raising refused: the latest evaluation shows a v2 regression, or there is no evaluation report.", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is larger than the configured limit.", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not `application/json`.", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "A percentage outside 0..=100.", body = Problem, content_type = "application/problem+json")
+        (status = 422, description = "A body of the wrong shape (not an object, a wrong type, an unknown field) or a percentage outside 0..=100.", body = Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn set_rollout(

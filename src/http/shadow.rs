@@ -14,6 +14,7 @@ use crate::domain::task::{Strategy, Task};
 use crate::eval::shadow::{side_by_side, start_shadow_by};
 use crate::http::AppState;
 use crate::http::auth::Principal;
+use crate::http::doc_schemas::StoreFailure;
 use crate::http::error::{ApiError, Problem};
 use crate::http::extract::{ApiJson, ApiPath, parse_task_id};
 use crate::http::tasks::find_task;
@@ -37,8 +38,10 @@ pub struct StartShadow {
         (status = 400, description = "Malformed JSON, or an `id` that is not a UUID.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task.", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The task is itself a shadow.", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is larger than the configured limit.", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not `application/json`.", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A body of the wrong shape (an unknown strategy, an unknown field).", body = Problem, content_type = "application/problem+json"),
+        StoreFailure,
     )
 )]
 pub async fn start(
@@ -75,6 +78,7 @@ pub async fn start(
         (status = 200, description = "`original` and `shadow`: status, verified, spend, reason.", body = Object),
         (status = 400, description = "An `id` that is not a UUID.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task, or not a shadow run.", body = Problem, content_type = "application/problem+json"),
+        StoreFailure,
     )
 )]
 pub async fn compare(

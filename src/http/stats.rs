@@ -18,6 +18,7 @@ use crate::domain::telemetry::{GateStats, PlannerStats, gate_stats, planner_stat
 use crate::engine::rollout::RolloutSplit;
 use crate::http::AppState;
 use crate::http::auth::Principal;
+use crate::http::doc_schemas::StoreFailure;
 use crate::http::error::{ApiError, Problem};
 use crate::http::extract::ApiQuery;
 use crate::store::TaskQuery;
@@ -92,6 +93,7 @@ async fn recent_v2_tasks(state: &AppState, tenant: &str) -> Result<Vec<Task>, Ap
     responses(
         (status = 200, description = "Planner telemetry over the most recent finished tasks.", body = Stats),
         (status = 400, description = "An unknown query parameter.", body = Problem, content_type = "application/problem+json"),
+        StoreFailure,
     )
 )]
 pub async fn get_stats(
@@ -115,6 +117,7 @@ pub async fn get_stats(
     responses(
         (status = 200, description = "Gate decisions with outcomes over the most recent finished tasks.", body = GateStats),
         (status = 400, description = "An unknown query parameter.", body = Problem, content_type = "application/problem+json"),
+        StoreFailure,
     )
 )]
 pub async fn get_gate_stats(

@@ -17,6 +17,7 @@ use utoipa::{IntoParams, ToSchema};
 use crate::domain::task::{Budget, NewTask, Strategy, Task, TaskStatus};
 use crate::http::AppState;
 use crate::http::auth::Principal;
+use crate::http::doc_schemas::{Metadata, StoreFailure};
 use crate::http::error::{ApiError, Problem};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery, parse_task_id};
 use crate::http::{cursor, idempotency};
@@ -34,8 +35,9 @@ fn is_blank(goal: &str) -> bool {
         .all(|c| c.is_whitespace() || c.is_control() || INVISIBLE.contains(&c))
 }
 
-/// Longest accepted goal, in bytes of UTF-8.
-pub const MAX_GOAL_BYTES: usize = 32 * 1024;
+/// Longest accepted goal, in characters (Unicode scalar values, what JSON Schema's `maxLength`
+/// counts); at most 32 KiB of UTF-8.
+pub const MAX_GOAL_CHARS: usize = 8192;
 /// Largest accepted `metadata`, in bytes of compact JSON.
 pub const MAX_METADATA_BYTES: usize = 16 * 1024;
 /// Page size when `limit` is absent.
@@ -45,18 +47,29 @@ pub const DEFAULT_PAGE_SIZE: i64 = 20;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTaskRequest {
-    /// What the task must achieve, in words. Not blank (nor only invisible characters); at most
-    /// 32 KiB of UTF-8 (any 8,192 characters fit).
-    #[schema(min_length = 1, max_length = 8192, pattern = r"\S")]
+    /// What the task must achieve, in words: 1-8,192 characters, with no NUL and at least one
+    /// character that is not whitespace, a control or an invisible character.
+    // The pattern is [`CreateTaskRequest::validate`]'s goal rule: no NUL anywhere and at least
+    // one character [`is_blank`] does not skip. The skipped ones are spelled out, since regex
+    // engines disagree on `\s`: the controls and space (`\x00-\x20`, `\x7F-\x9F`), the rest of
+    // Unicode White_Space (`\xA0`, `\u1680`, `\u2000-\u200A`, `\u2028`, `\u2029`, `\u202F`,
+    // `\u205F`, `\u3000`) and [`INVISIBLE`]. tests/api_fuzz.rs checks that the two agree.
+    #[schema(
+        min_length = 1,
+        max_length = 8192,
+        pattern = r"^[^\x00]*[^\x00-\x20\x7F-\xA0\u00AD\u1680\u180E\u2000-\u200D\u2028\u2029\u202F\u205F\u2060\u3000\uFEFF][^\x00]*$"
+    )]
     pub goal: String,
     /// The total budget; every unit positive and below its bound.
+    #[serde(deserialize_with = "crate::http::extract::object")]
     pub budget: Budget,
     /// How to run the task; `auto` (the default) lets the gate decide.
     #[serde(default)]
     pub strategy: Option<Strategy>,
-    /// Free-form JSON object kept with the task (at most 16 KiB).
+    /// Free-form JSON object kept with the task: at most 16 KiB as compact JSON, and no NUL
+    /// character in any key or string.
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<Metadata>)]
     pub metadata: Option<Value>,
 }
 
@@ -68,10 +81,10 @@ impl CreateTaskRequest {
             errors.push(
                 "goal must not be empty (or only spaces and invisible characters)".to_string(),
             );
-        } else if self.goal.len() > MAX_GOAL_BYTES {
+        } else if self.goal.chars().count() > MAX_GOAL_CHARS {
             errors.push(format!(
-                "goal must be at most {MAX_GOAL_BYTES} bytes, got {}",
-                self.goal.len()
+                "goal must be at most {MAX_GOAL_CHARS} characters, got {}",
+                self.goal.chars().count()
             ));
         }
         // Postgres text and jsonb cannot hold NUL; refusing it here keeps it a 4xx.
@@ -139,7 +152,7 @@ fn contains_nul(value: &Value) -> bool {
     tag = "tasks",
     request_body = CreateTaskRequest,
     params(
-        ("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 255,
+        ("Idempotency-Key" = Option<String>, Header, nullable = false, min_length = 1, max_length = 255, pattern = r"^[!-~]{1,255}$",
          description = "Makes the request safe to retry: 1-255 printable ASCII characters. The same key with the same body returns the task the first request created (200); with another body, 409."),
     ),
     responses(
@@ -152,6 +165,7 @@ fn contains_nul(value: &Value) -> bool {
         (status = 413, description = "The body is larger than the configured limit.", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not sent as application/json.", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Wrong types, unknown or missing fields, or values out of range.", body = Problem, content_type = "application/problem+json"),
+        StoreFailure,
     )
 )]
 pub async fn create_task(
@@ -207,6 +221,7 @@ pub async fn create_task(
         (status = 200, description = "The task.", body = Task),
         (status = 400, description = "The id is not a UUID.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task.", body = Problem, content_type = "application/problem+json"),
+        StoreFailure,
     )
 )]
 pub async fn get_task(
@@ -238,7 +253,8 @@ pub struct ListTasksQuery {
     /// Page size: 1 up to the configured maximum, 100 by default (default 20).
     #[param(minimum = 1, maximum = 100)]
     pub limit: Option<i64>,
-    /// `next_cursor` from the previous page.
+    /// `next_cursor` from the previous page (`c1.` and 32 hex digits).
+    #[param(pattern = r"^c1\.[0-9a-fA-F]{32}$")]
     pub cursor: Option<String>,
 }
 
@@ -259,6 +275,7 @@ pub struct TaskPage {
     responses(
         (status = 200, description = "A page of tasks.", body = TaskPage),
         (status = 400, description = "An invalid status, limit or cursor.", body = Problem, content_type = "application/problem+json"),
+        StoreFailure,
     )
 )]
 pub async fn list_tasks(
@@ -304,6 +321,7 @@ pub async fn list_tasks(
         (status = 400, description = "The id is not a UUID.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task.", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The task had already ended.", body = Problem, content_type = "application/problem+json"),
+        StoreFailure,
     )
 )]
 pub async fn cancel_task(

@@ -1,4 +1,4 @@
-//! Unit tests of the task request rules (`tasks.rs`).
+//! The submit rules: goal, budget and metadata checks and the idempotency hash's canonical form.
 
 use super::*;
 
@@ -27,8 +27,14 @@ fn blank_long_or_nul_goals_are_refused() {
     ] {
         assert!(request(goal).validate().is_err(), "{goal:?}");
     }
-    assert!(request(&"x".repeat(MAX_GOAL_BYTES + 1)).validate().is_err());
-    assert!(request(&"x".repeat(MAX_GOAL_BYTES)).validate().is_ok());
+    assert!(request(&"x".repeat(MAX_GOAL_CHARS + 1)).validate().is_err());
+    assert!(request(&"x".repeat(MAX_GOAL_CHARS)).validate().is_ok());
+    // Characters, not bytes: 8,192 four-byte characters are accepted.
+    assert!(
+        request(&"\u{1F600}".repeat(MAX_GOAL_CHARS))
+            .validate()
+            .is_ok()
+    );
 }
 
 #[test]
