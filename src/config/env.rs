@@ -49,22 +49,6 @@ impl Config {
     }
 
     fn set_from_env(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
-        fn parse<T: std::str::FromStr>(
-            name: &str,
-            value: &str,
-            what: &str,
-        ) -> Result<T, ConfigError>
-        where
-            T::Err: std::fmt::Display,
-        {
-            value
-                .trim()
-                .parse::<T>()
-                .map_err(|error| ConfigError::Invalid {
-                    name: name.to_string(),
-                    message: format!("expected {what}, got {value:?} ({error})"),
-                })
-        }
         match name {
             "CAIRN_LISTEN_ADDR" => self.listen_addr = parse(name, value, "host:port")?,
             "CAIRN_DATABASE_URL" => self.database_url = Some(Secret::new(value)),
@@ -124,4 +108,22 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// Parses the value of the variable `name` as `T`, naming `what` was expected when it is not.
+pub(super) fn parse<T: std::str::FromStr>(
+    name: &str,
+    value: &str,
+    what: &str,
+) -> Result<T, ConfigError>
+where
+    T::Err: std::fmt::Display,
+{
+    value
+        .trim()
+        .parse::<T>()
+        .map_err(|error| ConfigError::Invalid {
+            name: name.to_string(),
+            message: format!("expected {what}, got {value:?} ({error})"),
+        })
 }

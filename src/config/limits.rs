@@ -18,17 +18,12 @@ pub const HTTP_ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_HTTP_SSE_PER_CLIENT", "http.sse_per_client"),
 ];
 
+/// Every limit is a whole number.
 fn parse<T: std::str::FromStr>(name: &str, value: &str) -> Result<T, ConfigError>
 where
     T::Err: std::fmt::Display,
 {
-    value
-        .trim()
-        .parse::<T>()
-        .map_err(|error| ConfigError::Invalid {
-            name: name.to_string(),
-            message: format!("expected a whole number, got {value:?} ({error})"),
-        })
+    super::env::parse(name, value, "a whole number")
 }
 
 fn invalid(name: &str, message: String) -> ConfigError {
