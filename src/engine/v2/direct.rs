@@ -342,7 +342,11 @@ pub(super) async fn goal_features(cx: &Attempt) -> GateFeatures {
 /// with no milestone is declined only when this says no (`super::strategic`), so a declined
 /// plan never meets the no-evidence rule.
 pub(super) async fn needs_tools(cx: &Attempt) -> bool {
-    let features = goal_features(cx).await;
+    expects_tools(&goal_features(cx).await)
+}
+
+/// Whether these features expect a tool call or a write.
+pub(super) fn expects_tools(features: &GateFeatures) -> bool {
     features.est_tool_calls > 0 || features.touches_writes
 }
 

@@ -175,8 +175,8 @@ fn no_milestones(asked: &Asked) -> bool {
 /// direct cannot bypass the rule that such goals are planned, and the direct route's
 /// no-evidence rule agrees. `None` when the goal needs a plan after all.
 async fn nothing_to_plan(cx: &Attempt) -> Option<String> {
-    let several = super::direct::goal_features(cx).await.targets > 1;
-    (!several && !super::direct::needs_tools(cx).await).then(|| {
+    let features = super::direct::goal_features(cx).await;
+    (features.targets <= 1 && !super::direct::expects_tools(&features)).then(|| {
         "the planner wrote no milestone and the goal's features expect no tool call, no \
          change and no several targets"
             .to_string()
