@@ -125,6 +125,7 @@ fn ask(id: uuid::Uuid, purpose: Purpose, milestone: &str, input: Value) -> Model
         attempt: 1,
         prompt: "p".into(),
         input,
+        turns: Vec::new(),
         schema: None,
     }
 }

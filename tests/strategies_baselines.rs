@@ -224,12 +224,19 @@ async fn reactive_sees_each_observation_before_its_next_call() {
     assert_eq!(result["spend"]["tool_calls"], 3);
     let asked = model.calls(Purpose::Tactical, Some("reactive"));
     assert_eq!(asked.len(), 4);
-    // Round n sees the n-1 observations before it, the last one the passing test run.
+    // Round n sees the n-1 calls before it as a conversation (its call, then the result), the
+    // last result the passing test run.
     for (index, call) in asked.iter().enumerate() {
-        let seen = call.input["observations"].as_array().expect("observations");
-        assert_eq!(seen.len(), index, "round {}", index + 1);
+        assert_eq!(call.turns.len(), 2 * index, "round {}", index + 1);
+        assert!(call.input.get("observations").is_none());
     }
-    assert_eq!(asked[3].input["observations"][2]["output"]["exit_code"], 0);
+    let last = &asked[3].turns;
+    assert_eq!(
+        last[4].speaker,
+        cairn::engine::runtime::ports::Speaker::Model
+    );
+    assert_eq!(last[5].content["output"]["exit_code"], 0);
+    assert_eq!(last[5].content["result_of"], "r3");
     let events = event_kinds(&store, &task).await;
     let steps = events
         .iter()

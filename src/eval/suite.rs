@@ -19,7 +19,21 @@ pub struct Suite {
     pub description: String,
     #[serde(default)]
     pub world: WorldSettings,
+    /// What each tool does and what its arguments mean, as a model is shown them under
+    /// `--live` (`[tools.NAME]`); a tool or argument not documented here gets a generic line.
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolDoc>,
     pub tasks: Vec<SuiteTask>,
+}
+
+/// A world tool as an operator would document it for a model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolDoc {
+    pub description: String,
+    /// Argument name -> what to send.
+    #[serde(default)]
+    pub args: BTreeMap<String, String>,
 }
 
 /// The simulator behaviour that decides results: explicit, seeded, the same for every

@@ -43,6 +43,7 @@ impl Tracing {
 impl ModelPort for Tracing {
     async fn complete(&self, call: ModelCall) -> Result<ModelReply, PortError> {
         let reply = self.inner.complete(call.clone()).await;
+        self.world.count_model_call(&call).await;
         let judged = match &reply {
             Ok(answer) => self.world.judge(&call, &answer.value).await,
             Err(_) => None,

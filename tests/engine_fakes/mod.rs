@@ -30,6 +30,7 @@ pub struct Asked {
     pub milestone: Option<String>,
     pub attempt: u32,
     pub input: Value,
+    pub turns: Vec<cairn::engine::runtime::ports::Turn>,
 }
 
 /// (purpose, milestone or "", attempt or 0 for any) -> (reply, tokens)
@@ -68,6 +69,7 @@ impl ModelPort for FakeModel {
             milestone: call.milestone.clone(),
             attempt: call.attempt,
             input: call.input.clone(),
+            turns: call.turns.clone(),
         });
         let purpose = call.purpose.as_str().to_string();
         let milestone = call.milestone.clone().unwrap_or_default();

@@ -52,6 +52,7 @@ async fn run(cx: &crate::engine::runtime::attempt::Attempt) -> Result<RunOutcome
                 attempt: 1,
                 prompt: &prompts::ONE_SHOT,
                 input,
+                turns: Vec::new(),
                 schema: schemas::one_shot(),
             })
             .await;

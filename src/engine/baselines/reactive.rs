@@ -18,6 +18,7 @@ use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::checkpoint::{EngineKind, Record, TaskState};
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::{Purpose, Repeat};
+use crate::engine::runtime::turns::{self, CallShape};
 use crate::engine::{Engine, EngineError, Halt, RunContext, RunOutcome};
 use crate::engine::{prompts, schemas};
 
@@ -98,8 +99,8 @@ async fn run(cx: &Attempt, max_rounds: u32) -> Result<RunOutcome, Halt> {
         }
         let round = progress.rounds + 1;
         let input = json!({"goal": cx.task().goal, "strategy": NAME,
-                           "tools": cx.tool_schemas(&tools),
-                           "observations": progress.observations});
+                           "tools": cx.tool_schemas(&tools)});
+        let turns = turns::of_observations(&progress.observations, CallShape::Single);
         let asked = cx
             .ask(Question {
                 purpose: Purpose::Tactical,
@@ -107,6 +108,7 @@ async fn run(cx: &Attempt, max_rounds: u32) -> Result<RunOutcome, Halt> {
                 attempt: round,
                 prompt: &prompts::REACTIVE,
                 input,
+                turns,
                 schema: schemas::reactive(&cx.tool_schemas(&tools)),
             })
             .await;

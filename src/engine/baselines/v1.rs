@@ -168,6 +168,7 @@ async fn write_list(cx: &Attempt, progress: &Progress, tools: &[String]) -> Resu
             attempt: list,
             prompt: &prompts::V1,
             input,
+            turns: Vec::new(),
             schema: schemas::v1(&cx.tool_schemas(tools)),
         })
         .await;

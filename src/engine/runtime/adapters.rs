@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::ports::{
-    FailureKind, ModelCall, ModelPort, ModelReply, PortError, Purpose, ToolCall, ToolPort,
+    FailureKind, ModelCall, ModelPort, ModelReply, PortError, Purpose, Speaker, ToolCall, ToolPort,
     ToolReply, ToolSpec,
 };
 use crate::llm::{self, ChatMessage, ChatRequest, FailureClass, LlmClient, LlmError};
@@ -39,18 +39,13 @@ fn purpose(purpose: Purpose) -> llm::Purpose {
 #[async_trait]
 impl ModelPort for LlmModels {
     async fn complete(&self, call: ModelCall) -> Result<ModelReply, PortError> {
-        // Compact: every token of the input is prompt a local model must read first.
-        let user = serde_json::to_string(&call.input).unwrap_or_default();
-        let mut request = ChatRequest::new(
-            purpose(call.purpose),
-            vec![ChatMessage::system(call.prompt), ChatMessage::user(user)],
-        )
-        .task(call.task_id)
-        .max_tokens(answer_budget(call.purpose))
-        .json_output(
-            format!("cairn_{}", call.purpose.as_str()),
-            call.schema.unwrap_or_else(|| json!({"type": "object"})),
-        );
+        let mut request = ChatRequest::new(purpose(call.purpose), messages(&call))
+            .task(call.task_id)
+            .max_tokens(answer_budget(call.purpose))
+            .json_output(
+                format!("cairn_{}", call.purpose.as_str()),
+                call.schema.unwrap_or_else(|| json!({"type": "object"})),
+            );
         request.milestone = call.milestone;
         request.attempt = Some(call.attempt.max(1));
         match self.client.complete(&request).await {
@@ -67,6 +62,22 @@ impl ModelPort for LlmModels {
             Err(error) => Err(model_error(&error)),
         }
     }
+}
+
+/// The instruction, the input, then the conversation so far: an earlier answer of the model
+/// as its own (assistant) message, what came of it as the next user message.
+fn messages(call: &ModelCall) -> Vec<ChatMessage> {
+    // Compact: every token of the input is prompt a local model must read first.
+    let text = |value: &Value| serde_json::to_string(value).unwrap_or_default();
+    let mut messages = vec![
+        ChatMessage::system(call.prompt.clone()),
+        ChatMessage::user(text(&call.input)),
+    ];
+    messages.extend(call.turns.iter().map(|turn| match turn.speaker {
+        Speaker::Model => ChatMessage::assistant(text(&turn.content)),
+        Speaker::Engine => ChatMessage::user(text(&turn.content)),
+    }));
+    messages
 }
 
 /// The most tokens an answer of each purpose may take. A small model constrained by a grammar
@@ -164,5 +175,37 @@ impl ToolPort for ClientTools {
                 Err(PortError::new(kind, error.to_string()))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::runtime::ports::Turn;
+
+    #[test]
+    fn a_conversation_follows_the_input_as_alternating_chat_messages() {
+        let call = ModelCall {
+            purpose: Purpose::Tactical,
+            task_id: uuid::Uuid::nil(),
+            milestone: None,
+            attempt: 1,
+            prompt: "decide".into(),
+            input: json!({"goal": "g"}),
+            turns: vec![
+                Turn::model(json!({"tool": "t", "args": {}})),
+                Turn::engine(json!({"result_of": "r1", "ok": true, "output": 1})),
+            ],
+            schema: None,
+        };
+        let sent: Vec<(String, String)> = messages(&call)
+            .into_iter()
+            .map(|m| (m.role, m.content))
+            .collect();
+        let roles: Vec<&str> = sent.iter().map(|(r, _)| r.as_str()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "user"]);
+        assert_eq!(sent[1].1, r#"{"goal":"g"}"#);
+        let call: Value = serde_json::from_str(&sent[2].1).unwrap_or_default();
+        assert_eq!(call, json!({"tool": "t", "args": {}}));
     }
 }

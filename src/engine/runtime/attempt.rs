@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::checkpoint::{Journal, Spend};
 use super::ports::{
     ModelCall, ModelPort, ModelReply, PortError, Purpose, ToolCall, ToolPort, ToolReply, ToolSpec,
+    Turn,
 };
 use crate::domain::settings::EngineSettings;
 use crate::domain::task::Task;
@@ -29,6 +30,8 @@ pub struct Question<'a> {
     pub attempt: u32,
     pub prompt: &'a Prompt,
     pub input: Value,
+    /// Earlier answers and their outcomes, as chat turns ([`Turn`]); empty for most questions.
+    pub turns: Vec<Turn>,
     pub schema: Value,
 }
 
@@ -87,6 +90,7 @@ impl Attempt {
                 attempt: question.attempt,
                 prompt: question.prompt.text.to_string(),
                 input: question.input,
+                turns: question.turns,
                 schema: Some(question.schema),
             })
             .await;

@@ -9,6 +9,7 @@
 //! - [`attempt`]: the [`attempt::Attempt`] of one run at a task: journal, ports, settings, the
 //!   tool registry, and the two ways of spending budget (asking a model, calling a tool).
 //! - [`ledger`]: charging spend to the books and persisting the movements.
+//! - [`turns`]: an act loop's observations as a conversation with the model.
 
 pub mod adapters;
 pub mod attempt;
@@ -16,3 +17,4 @@ pub mod checkpoint;
 pub mod ledger;
 pub mod ports;
 pub mod sandbox;
+pub mod turns;

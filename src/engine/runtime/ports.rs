@@ -53,8 +53,45 @@ pub struct ModelCall {
     pub attempt: u32,
     pub prompt: String,
     pub input: Value,
+    /// The conversation so far, after `input`: the model's earlier answers and what came of
+    /// them, in order (an act loop's calls and their observations). Sent as chat turns, the
+    /// form models are trained to follow; empty for a single question.
+    pub turns: Vec<Turn>,
     /// JSON Schema of the expected answer, sent as `response_format` where supported.
     pub schema: Option<Value>,
+}
+
+/// Who said one [`Turn`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Speaker {
+    /// The model: one of its earlier answers.
+    Model,
+    /// The engine: what came of that answer (a tool's output or error).
+    Engine,
+}
+
+/// One message of a conversation with a model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Turn {
+    pub speaker: Speaker,
+    pub content: Value,
+}
+
+impl Turn {
+    pub fn model(content: Value) -> Turn {
+        Turn {
+            speaker: Speaker::Model,
+            content,
+        }
+    }
+
+    pub fn engine(content: Value) -> Turn {
+        Turn {
+            speaker: Speaker::Engine,
+            content,
+        }
+    }
 }
 
 /// A model's answer: the parsed JSON object and what it cost.

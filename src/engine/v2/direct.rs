@@ -25,7 +25,8 @@ use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Asked, Attempt, brief};
 use crate::engine::runtime::checkpoint::{Record, TaskState};
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::{FailureKind, Purpose, Repeat, ToolCall, model_cause};
+use crate::engine::runtime::ports::{FailureKind, Purpose, Repeat, ToolCall, Turn, model_cause};
+use crate::engine::runtime::turns::{self, CallShape};
 use crate::engine::{prompts, schemas};
 
 /// The milestone id the direct path uses in model headers, keys and events.
@@ -123,10 +124,14 @@ async fn skip_pending(cx: &Attempt) -> Result<(), Halt> {
 /// One model round: asks for steps or an answer and commits the reply. Returns the steps to run.
 async fn round(cx: &Attempt, direct: &DirectState, all_tools: &[String]) -> Result<(), Halt> {
     let round = direct.rounds + 1;
-    let input = json!({"goal": cx.task().goal, "tools": cx.tool_schemas(all_tools),
-                       "observations": direct.observations,
-                       "tool_calls_left": cx.config.direct_max_tool_calls.saturating_sub(direct.tool_calls),
-                       "answer_now": all_tools.is_empty()});
+    // The goal and the tools first, then the calls so far as a conversation, then where the
+    // loop stands: the earlier messages stay the same from round to round (a server's prompt
+    // cache keeps them).
+    let input = json!({"goal": cx.task().goal, "tools": cx.tool_schemas(all_tools)});
+    let mut turns = turns::of_observations(&direct.observations, CallShape::Steps);
+    turns.push(Turn::engine(json!({
+        "tool_calls_left": cx.config.direct_max_tool_calls.saturating_sub(direct.tool_calls),
+        "answer_now": all_tools.is_empty()})));
     let asked = cx
         .ask(Question {
             purpose: Purpose::Tactical,
@@ -134,6 +139,7 @@ async fn round(cx: &Attempt, direct: &DirectState, all_tools: &[String]) -> Resu
             attempt: round,
             prompt: &prompts::DIRECT,
             input,
+            turns,
             schema: schemas::direct(&cx.tool_schemas(all_tools)),
         })
         .await;

@@ -59,6 +59,7 @@ pub async fn decide(cx: &Attempt) -> Result<Route, Halt> {
                     attempt: 1,
                     prompt: &prompts::GATE,
                     input: json!({"goal": task.goal}),
+                    turns: Vec::new(),
                     schema: schemas::gate(),
                 })
                 .await;

@@ -177,6 +177,7 @@ async fn verifier(cx: &Attempt, subject: &Subject<'_>, prompt: &str) -> (Externa
             input: json!({"condition": prompt, "milestone": milestone.title,
                    "outcome": milestone.outcome, "artifacts": brief(&json!(artifacts), 8000),
                    "observations": run.observations.iter().rev().take(8).collect::<Vec<_>>()}),
+            turns: Vec::new(),
             schema: schemas::verdict(),
         })
         .await;

@@ -77,6 +77,7 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
                 attempt,
                 prompt: &prompts::STRATEGIC,
                 input,
+                turns: Vec::new(),
                 schema: schemas::strategic(&cx.all_specs()),
             })
             .await;

@@ -135,6 +135,7 @@ pub async fn plan_steps(
                 attempt,
                 prompt: &prompts::TACTICAL,
                 input,
+                turns: Vec::new(),
                 schema: schemas::tactical(&cx.tool_schemas(&milestone.tools)),
             })
             .await;

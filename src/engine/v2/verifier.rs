@@ -56,6 +56,7 @@ pub async fn verify_goal(
             attempt,
             prompt: &prompts::VERIFIER,
             input,
+            turns: Vec::new(),
             schema: schemas::verdict(),
         })
         .await;

@@ -39,7 +39,7 @@ impl<'a> Mind<'a> {
             guess_success: suite.world.guess_success,
             gate_noise: suite.world.gate_noise,
             slips: suite.world.slips,
-            context: format!("{}{}", call.prompt, call.input),
+            context: super::context_of(call),
             facts,
         }
     }

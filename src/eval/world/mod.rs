@@ -240,7 +240,28 @@ fn value_text(value: &Value) -> String {
     }
 }
 
+/// Everything a call shows the model, as one text: the instruction, the input and every turn
+/// of the conversation (what the world's policy reads and what its cost counts).
+pub(crate) fn context_of(call: &ModelCall) -> String {
+    let mut context = format!("{}{}", call.prompt, call.input);
+    for turn in &call.turns {
+        context.push_str(&turn.content.to_string());
+    }
+    context
+}
+
 impl World {
+    /// Counts a model call answered by something other than the world's policy (a real model
+    /// under `cairn eval --live`), so the report's model calls are the calls made.
+    pub async fn count_model_call(&self, call: &ModelCall) {
+        let Ok((suite, binding)) = self.bind(call.task_id).await else {
+            return;
+        };
+        if let Some(task) = suite.task(&binding.task) {
+            self.with_world(call.task_id, task, |w| w.model_calls += 1);
+        }
+    }
+
     /// A real model's answer to `call`, judged against the ground truth as it stands
     /// (`cairn eval --live` traces); `None` for a task of no suite.
     pub async fn judge(&self, call: &ModelCall, value: &Value) -> Option<Judged> {
@@ -277,7 +298,7 @@ impl ModelPort for World {
         let mind = Mind::new(&suite, task, binding.repeat, &call, facts);
         let tools: Vec<String> = self.specs.iter().map(|s| s.name.clone()).collect();
         let value = mind.reply(call.purpose, call.milestone.as_deref(), &tools);
-        let chars = call.prompt.len() + call.input.to_string().len() + value.to_string().len();
+        let chars = context_of(&call).len() + value.to_string().len();
         let per = suite.world.chars_per_token.max(1);
         let tokens = suite.world.tokens_per_call + (chars as u64).div_ceil(per);
         Ok(ModelReply { value, tokens })

@@ -63,7 +63,9 @@ pub(super) fn perform(
     }
     let candidates: Vec<&TaskStep> = task.steps.iter().filter(|s| s.tool == tool).collect();
     if candidates.is_empty() {
-        return error(format!("{tool}: not available in this environment"));
+        // As a real tool answers a query about something that does not exist: nothing found
+        // (not "unavailable", which invites a retry of the same call).
+        return error(format!("{tool}: not found: nothing matches {args}"));
     }
     let step = select_step(&candidates, world, args)?;
     // Order is the world's: a step whose prerequisites have not happened cannot happen (the

@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 
 use super::LOCATE;
 use crate::engine::runtime::ports::ToolSpec;
-use crate::eval::suite::{FaultKind, Suite};
+use crate::eval::suite::{FaultKind, Suite, ToolDoc};
 
 /// What the remedy arguments mean.
 const REMEDIES: [(&str, &str); 3] = [
@@ -63,7 +63,7 @@ pub fn described(suite: &Suite) -> Vec<ToolSpec> {
     }
     let mut specs: Vec<ToolSpec> = tools
         .into_iter()
-        .map(|(name, (writes, args))| spec(&name, writes, &args))
+        .map(|(name, (writes, args))| spec(&name, writes, &args, suite.tools.get(&name)))
         .collect();
     specs.push(ToolSpec {
         name: LOCATE.into(),
@@ -80,7 +80,7 @@ pub fn described(suite: &Suite) -> Vec<ToolSpec> {
     specs
 }
 
-fn spec(name: &str, writes: bool, args: &BTreeSet<String>) -> ToolSpec {
+fn spec(name: &str, writes: bool, args: &BTreeSet<String>, doc: Option<&ToolDoc>) -> ToolSpec {
     let properties: Map<String, Value> = args
         .iter()
         .map(|arg| {
@@ -88,6 +88,7 @@ fn spec(name: &str, writes: bool, args: &BTreeSet<String>) -> ToolSpec {
                 .iter()
                 .find(|(remedy, _)| remedy == arg)
                 .map(|(_, text)| (*text).to_string())
+                .or_else(|| doc.and_then(|d| d.args.get(arg)).cloned())
                 .unwrap_or_else(|| {
                     format!(
                         "the {arg} this call is about, exactly as the goal or an earlier tool \
@@ -105,12 +106,13 @@ fn spec(name: &str, writes: bool, args: &BTreeSet<String>) -> ToolSpec {
     } else {
         "reads only"
     };
+    let what = doc.map_or_else(
+        || format!("The evaluation world's {name} tool"),
+        |d| d.description.trim_end_matches('.').to_string(),
+    );
     ToolSpec {
         name: name.into(),
-        description: format!(
-            "The evaluation world's {name} tool; it {effect}. Send only the arguments the \
-             task needs."
-        ),
+        description: format!("{what}; it {effect}. Send only the arguments the task needs."),
         schema: json!({"type": "object", "properties": properties, "additionalProperties": false}),
         side_effects: writes,
     }
@@ -145,6 +147,24 @@ mod tests {
             }
         }
         assert!(args_of("http_get").contains("api"));
+        // The shipped suites document every tool and argument their steps use: a model is
+        // never shown the generic fallback.
+        for spec in specs.iter().filter(|s| s.name != LOCATE) {
+            assert!(
+                !spec.description.starts_with("The evaluation world's"),
+                "{} is undocumented",
+                spec.name
+            );
+            for (name, property) in spec.schema["properties"].as_object().into_iter().flatten() {
+                let text = property["description"].as_str().unwrap_or_default();
+                assert!(
+                    !text.ends_with("exactly as the goal or an earlier tool output states it")
+                        || !text.starts_with(&format!("the {name} this call")),
+                    "{}.{name} is undocumented",
+                    spec.name
+                );
+            }
+        }
         assert!(args_of(LOCATE).contains("ref"));
         for spec in &specs {
             for (name, property) in spec.schema["properties"].as_object().into_iter().flatten() {
