@@ -189,13 +189,8 @@ impl Store for PgStore {
         history::artifacts(&self.pool, tenant_id, task_id).await
     }
 
-    async fn claim(
-        &self,
-        worker_id: &str,
-        now: DateTime<Utc>,
-        lease_ttl: Duration,
-    ) -> Result<Option<Claimed>, StoreError> {
-        lease::claim(&self.pool, &self.hints, worker_id, now, lease_ttl).await
+    async fn claim(&self, params: ClaimParams<'_>) -> Result<Option<Claimed>, StoreError> {
+        lease::claim(&self.pool, &self.hints, params).await
     }
 
     async fn heartbeat(
