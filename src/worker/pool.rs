@@ -82,7 +82,12 @@ impl WorkerPool {
             };
             loops.spawn(worker_loop(shared, index, wakeups));
         }
-        tracing::info!(workers = params.workers, worker_id = %params.worker_id, "worker pool started");
+        tracing::info!(
+            workers = params.workers,
+            worker_id = %params.worker_id,
+            max_running_per_tenant = params.max_running_per_tenant.map_or(0, NonZeroU32::get),
+            "worker pool started"
+        );
         WorkerPool {
             shutdown,
             hard_stop,

@@ -2,9 +2,10 @@
 //!
 //! Claim (without a per-tenant cap) and reap are each a single statement (autocommit), so the
 //! row change and its event commit together in one round trip; their hints go out after it. A
-//! capped claim is a short transaction instead (see [`claim_capped`]). `FOR UPDATE SKIP LOCKED` lets any
-//! number of workers on any number of replicas claim at once: each skips rows another claimer
-//! has locked, and a row that stopped being `queued` while we waited is re-checked and skipped.
+//! capped claim is a short transaction instead (see [`claim_capped`]). `FOR UPDATE SKIP LOCKED`
+//! lets any number of workers on any number of replicas claim at once: each skips rows another
+//! claimer has locked, and a row that stopped being `queued` while we waited is re-checked and
+//! skipped.
 
 use chrono::{DateTime, Duration, Utc};
 use sqlx::postgres::PgRow;
