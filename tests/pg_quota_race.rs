@@ -36,7 +36,7 @@ const CLAIMERS: usize = 16;
 /// Claimers spread over this many stores (pools), as if on several replicas.
 const STORES: usize = 4;
 /// How long a claimer keeps a task running, so that claims of one tenant overlap.
-const HOLD: StdDuration = StdDuration::from_millis(5);
+const HOLD: StdDuration = StdDuration::from_millis(50);
 
 fn new_task(tenant: &str, n: usize) -> NewTask {
     NewTask {
