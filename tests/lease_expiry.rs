@@ -82,6 +82,7 @@ fn params(store: Arc<dyn Store>, engine: Arc<dyn Engine>, clock: Arc<dyn Clock>)
         clock,
         worker_id: cairn::worker::process_worker_id(),
         workers: 1,
+        max_running_per_tenant: None,
         lease_ttl: Duration::from_secs(10),
         heartbeat: Duration::from_millis(50),
         poll_interval: Duration::from_millis(50),

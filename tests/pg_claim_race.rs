@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use cairn::domain::event::{NewEvent, kinds};
 use cairn::domain::task::{Budget, DEFAULT_TENANT, Lease, NewTask, Strategy, TaskStatus};
+use cairn::store::ClaimParams;
 use cairn::store::postgres::PgStore;
 use cairn::store::{
     CancelOutcome, Change, Commit, IdempotencyClaim, LeaseStatus, NewArtifact, NewLedgerEntry,
@@ -86,7 +87,7 @@ async fn concurrent_claimers_claim_each_task_exactly_once() {
             barrier.wait().await;
             let mut mine = Vec::new();
             while let Some(claimed) = store
-                .claim(&worker, t0(), Duration::seconds(30))
+                .claim(ClaimParams::new(&worker, t0(), Duration::seconds(30)))
                 .await
                 .expect("claim")
             {
@@ -114,7 +115,7 @@ async fn concurrent_claimers_claim_each_task_exactly_once() {
     assert_eq!(owners.keys().copied().collect::<HashSet<_>>(), created);
     assert!(
         stores[1]
-            .claim("late", t0(), Duration::seconds(30))
+            .claim(ClaimParams::new("late", t0(), Duration::seconds(30)))
             .await
             .expect("claim")
             .is_none()
@@ -184,7 +185,7 @@ async fn stale_fence_is_lease_lost_and_writes_nothing() {
         .task;
 
     let first = store
-        .claim("worker-a", t0(), ttl)
+        .claim(ClaimParams::new("worker-a", t0(), ttl))
         .await
         .expect("claim")
         .expect("a task");
@@ -207,7 +208,7 @@ async fn stale_fence_is_lease_lost_and_writes_nothing() {
         vec![task.id]
     );
     let second = store
-        .claim("worker-a", later, ttl)
+        .claim(ClaimParams::new("worker-a", later, ttl))
         .await
         .expect("claim")
         .expect("requeued task");
@@ -317,7 +318,7 @@ async fn terminal_commit_and_release_clear_the_lease() {
         .task;
 
     let claimed = store
-        .claim("w", t0(), ttl)
+        .claim(ClaimParams::new("w", t0(), ttl))
         .await
         .expect("claim")
         .expect("task");
@@ -394,7 +395,7 @@ async fn terminal_commit_and_release_clear_the_lease() {
     );
 
     let claimed = store
-        .claim("w", t0(), ttl)
+        .claim(ClaimParams::new("w", t0(), ttl))
         .await
         .expect("claim")
         .expect("task");
@@ -413,7 +414,7 @@ async fn terminal_commit_and_release_clear_the_lease() {
         Commit::Applied { .. }
     ));
     let again = store
-        .claim("w2", end, ttl)
+        .claim(ClaimParams::new("w2", end, ttl))
         .await
         .expect("claim")
         .expect("released task");

@@ -15,6 +15,7 @@ use std::time::Duration as StdDuration;
 
 use cairn::domain::event::{NewEvent, kinds};
 use cairn::domain::task::{Budget, DEFAULT_TENANT, NewTask, Strategy};
+use cairn::store::ClaimParams;
 use cairn::store::postgres::PgStore;
 use cairn::store::{Change, Commit, Store, Wakeup};
 use chrono::{Duration, Utc};
@@ -71,7 +72,11 @@ async fn events_committed_on_one_replica_wake_the_other() {
     wait_for(&mut on_b, |w| *w == Wakeup::TaskRunnable).await;
 
     let claimed = a
-        .claim("worker-a", Utc::now(), Duration::seconds(30))
+        .claim(ClaimParams::new(
+            "worker-a",
+            Utc::now(),
+            Duration::seconds(30),
+        ))
         .await
         .expect("claim")
         .expect("task");
@@ -167,7 +172,7 @@ async fn a_reap_on_one_replica_wakes_idle_workers_on_the_other() {
         .await
         .expect("create")
         .task;
-    a.claim("worker-a", start, ttl)
+    a.claim(ClaimParams::new("worker-a", start, ttl))
         .await
         .expect("claim")
         .expect("task");
@@ -190,7 +195,11 @@ async fn a_reap_on_one_replica_wakes_idle_workers_on_the_other() {
         pending.retain(|w| *w != got);
     }
     let claimed = b
-        .claim("worker-b", start + ttl + Duration::seconds(2), ttl)
+        .claim(ClaimParams::new(
+            "worker-b",
+            start + ttl + Duration::seconds(2),
+            ttl,
+        ))
         .await
         .expect("claim")
         .expect("the requeued task is claimable on B");

@@ -30,6 +30,7 @@ use cairn::engine::runtime::ports::ToolPort;
 use cairn::engine::runtime::sandbox::ShadowTools;
 use cairn::engine::{Engine, RunContext, RunOutcome, StopSignal};
 use cairn::eval::shadow::{side_by_side, start_shadow};
+use cairn::store::ClaimParams;
 use cairn::store::Store;
 use cairn::store::sqlite::SqliteStore;
 use cairn::tools::{MemoryReceipts, ToolClient, ToolRegistry, ToolSpec};
@@ -86,7 +87,11 @@ fn count(calls: &Calls, tool: &str) -> u32 {
 async fn run(store: &Arc<dyn Store>, engine: &dyn Engine, id: uuid::Uuid) -> Task {
     for _ in 0..3 {
         let claimed = store
-            .claim("test", chrono::Utc::now(), chrono::Duration::seconds(60))
+            .claim(ClaimParams::new(
+                "test",
+                chrono::Utc::now(),
+                chrono::Duration::seconds(60),
+            ))
             .await
             .expect("claim")
             .expect("queued task");

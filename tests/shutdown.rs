@@ -124,6 +124,7 @@ async fn an_engine_that_overruns_the_grace_period_is_cut_off_and_its_task_releas
         clock: Arc::new(SystemClock),
         worker_id: process_worker_id(),
         workers: 2,
+        max_running_per_tenant: None,
         lease_ttl: Duration::from_secs(30),
         heartbeat: Duration::from_millis(100),
         poll_interval: Duration::from_millis(50),

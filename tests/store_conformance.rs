@@ -22,6 +22,8 @@ mod keys;
 mod leases;
 #[path = "store_conformance/nodes.rs"]
 mod nodes;
+#[path = "store_conformance/quota.rs"]
+mod quota;
 #[path = "store_conformance/records.rs"]
 mod records;
 #[path = "store_conformance/sqlite_file.rs"]
@@ -116,6 +118,10 @@ conformance! {
     leases::release_requeues_with_checkpoint => sqlite_release_requeues_with_checkpoint, postgres_release_requeues_with_checkpoint;
     leases::heartbeat_extends_until_lost => sqlite_heartbeat_extends_until_lost, postgres_heartbeat_extends_until_lost;
     leases::lease_expiry_follows_the_clock => sqlite_lease_expiry_follows_the_clock, postgres_lease_expiry_follows_the_clock;
+    quota::cap_is_respected => sqlite_cap_is_respected, postgres_cap_is_respected;
+    quota::other_tenants_task_is_claimed_past_a_capped_tenant => sqlite_other_tenants_task_is_claimed_past_a_capped_tenant, postgres_other_tenants_task_is_claimed_past_a_capped_tenant;
+    quota::ending_a_running_task_frees_its_slot => sqlite_ending_a_running_task_frees_its_slot, postgres_ending_a_running_task_frees_its_slot;
+    quota::concurrent_capped_claims_stop_at_the_cap => sqlite_concurrent_capped_claims_stop_at_the_cap, postgres_concurrent_capped_claims_stop_at_the_cap;
     nodes::node_lock_is_exclusive_until_dropped => sqlite_node_lock_is_exclusive_until_dropped, postgres_node_lock_is_exclusive_until_dropped;
     nodes::reclaim_requeues_only_the_node_s_leases => sqlite_reclaim_requeues_only_the_node_s_leases, postgres_reclaim_requeues_only_the_node_s_leases;
     records::plan_versions_round_trip => sqlite_plan_versions_round_trip, postgres_plan_versions_round_trip;

@@ -35,6 +35,7 @@ fn pool_params(store: Arc<dyn Store>, workers: usize) -> PoolParams {
         clock: Arc::new(SystemClock),
         worker_id: process_worker_id(),
         workers,
+        max_running_per_tenant: None,
         lease_ttl: Duration::from_secs(30),
         heartbeat: Duration::from_millis(500),
         poll_interval: Duration::from_millis(200),

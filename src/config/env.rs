@@ -55,6 +55,9 @@ impl Config {
             "CAIRN_SQLITE_PATH" => self.sqlite_path = PathBuf::from(value),
             "CAIRN_WORKERS" => self.workers = parse(name, value, "a whole number")?,
             "CAIRN_NODE_ID" => self.node_id = Some(value.trim().to_string()),
+            "CAIRN_MAX_RUNNING_PER_TENANT" => {
+                self.max_running_per_tenant = parse(name, value, "a whole number (0: no cap)")?
+            }
             "CAIRN_LEASE_TTL_MS" => self.lease_ttl_ms = parse(name, value, "milliseconds")?,
             "CAIRN_HEARTBEAT_MS" => self.heartbeat_ms = parse(name, value, "milliseconds")?,
             "CAIRN_REAPER_INTERVAL_MS" => {

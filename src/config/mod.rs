@@ -54,6 +54,10 @@ pub struct Config {
     /// same node id requeues the tasks its dead predecessor held at once, instead of after
     /// their leases expire. Default: the host name and a hash of the data location.
     pub node_id: Option<String>,
+    /// At most this many tasks of one tenant run at once, across every replica on the database
+    /// (`CAIRN_MAX_RUNNING_PER_TENANT`); 0 means no cap. Enforced when a worker claims: a task
+    /// of a tenant at its cap stays `queued` while workers run other tenants' tasks.
+    pub max_running_per_tenant: u32,
     /// Lease length; a worker that stops heartbeating loses its task after this long.
     pub lease_ttl_ms: u64,
     /// Heartbeat period; well under `lease_ttl_ms`.
@@ -113,6 +117,7 @@ impl Default for Config {
             sqlite_path: PathBuf::from("cairn.db"),
             workers: 4,
             node_id: None,
+            max_running_per_tenant: 0,
             lease_ttl_ms: 30_000,
             heartbeat_ms: 10_000,
             reaper_interval_ms: 5_000,
@@ -145,6 +150,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_SQLITE_PATH", "sqlite_path"),
     ("CAIRN_WORKERS", "workers"),
     ("CAIRN_NODE_ID", "node_id"),
+    ("CAIRN_MAX_RUNNING_PER_TENANT", "max_running_per_tenant"),
     ("CAIRN_LEASE_TTL_MS", "lease_ttl_ms"),
     ("CAIRN_HEARTBEAT_MS", "heartbeat_ms"),
     ("CAIRN_REAPER_INTERVAL_MS", "reaper_interval_ms"),

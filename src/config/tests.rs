@@ -139,3 +139,26 @@ fn cairn_auth_is_auto_on_or_off() {
     let error = Config::load(None, env(&[("CAIRN_AUTH", "maybe")])).unwrap_err();
     assert!(error.to_string().contains("CAIRN_AUTH"), "{error}");
 }
+
+#[test]
+fn max_running_per_tenant_is_off_by_default_checked_and_read_from_file_and_env() {
+    assert_eq!(
+        Config::default().max_running_per_tenant,
+        0,
+        "no cap by default"
+    );
+    let config = Config::load(None, env(&[("CAIRN_MAX_RUNNING_PER_TENANT", "3")])).expect("valid");
+    assert_eq!(config.max_running_per_tenant, 3);
+    for bad in ["-1", "two", "100001"] {
+        let error = Config::load(None, env(&[("CAIRN_MAX_RUNNING_PER_TENANT", bad)])).unwrap_err();
+        assert!(
+            error.to_string().contains("CAIRN_MAX_RUNNING_PER_TENANT"),
+            "{bad}: {error}"
+        );
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("cairn.toml");
+    std::fs::write(&path, "max_running_per_tenant = 2\n").expect("write");
+    let config = Config::load(Some(&path), env(&[])).expect("valid");
+    assert_eq!(config.max_running_per_tenant, 2);
+}

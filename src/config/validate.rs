@@ -3,6 +3,10 @@
 
 use super::{Config, ConfigError, LlmEndpoint};
 
+/// The largest per-tenant cap on running tasks: far above any fleet's workers, low enough that
+/// a typo (a byte count, a timestamp) is refused rather than silently meaning "no cap".
+const MAX_RUNNING_PER_TENANT: u32 = 100_000;
+
 fn invalid(name: &str, message: String) -> ConfigError {
     ConfigError::Invalid {
         name: name.to_string(),
@@ -69,6 +73,15 @@ impl Config {
             return Err(invalid(
                 "workers (CAIRN_WORKERS)",
                 format!("must be 1..=1024, got {}", self.workers),
+            ));
+        }
+        if self.max_running_per_tenant > MAX_RUNNING_PER_TENANT {
+            return Err(invalid(
+                "max_running_per_tenant (CAIRN_MAX_RUNNING_PER_TENANT)",
+                format!(
+                    "must be 0 (no cap) to {MAX_RUNNING_PER_TENANT}, got {}",
+                    self.max_running_per_tenant
+                ),
             ));
         }
         if let Some(node) = &self.node_id {

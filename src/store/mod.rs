@@ -29,9 +29,11 @@ use crate::domain::event::{Event, NewEvent};
 use crate::domain::task::{Lease, NewTask, Task, TaskId, TaskStatus};
 use keys::{ApiKey, NewApiKey, NewStreamToken, StoredApiKey, StreamToken};
 
+mod claim;
 mod fault;
 pub mod keys;
 mod node;
+pub use claim::ClaimParams;
 pub use fault::{RETRY_BUDGET, retry_transient};
 pub use node::{NodeLock, node_key};
 mod migrations;
@@ -248,15 +250,15 @@ pub trait Store: Send + Sync + 'static {
         task_id: TaskId,
     ) -> Result<Vec<Artifact>, StoreError>;
 
-    /// Claims one queued task (oldest first) in one statement: status `running`, a new lease
-    /// until `now + lease_ttl`, `fence + 1`, `attempts + 1`, and a `task.claimed` event.
-    /// On Postgres this uses `FOR UPDATE SKIP LOCKED`, so concurrent claimers never collide.
-    async fn claim(
-        &self,
-        worker_id: &str,
-        now: DateTime<Utc>,
-        lease_ttl: Duration,
-    ) -> Result<Option<Claimed>, StoreError>;
+    /// Claims one queued task (oldest first): status `running`, a new lease until
+    /// `now + lease_ttl`, `fence + 1`, `attempts + 1`, and a `task.claimed` event. On Postgres
+    /// this uses `FOR UPDATE SKIP LOCKED`, so concurrent claimers never collide.
+    ///
+    /// With `max_running_per_tenant`, the oldest queued task whose tenant has fewer running
+    /// tasks than the cap; a tenant at its cap keeps its tasks queued. Concurrent claimers on
+    /// any number of stores never take a tenant past the cap (Postgres serialises the capped
+    /// claims of one tenant on an advisory lock; SQLite's claims are serialised anyway).
+    async fn claim(&self, params: ClaimParams<'_>) -> Result<Option<Claimed>, StoreError>;
 
     /// Extends a held lease to `now + lease_ttl`.
     async fn heartbeat(

@@ -64,6 +64,7 @@ pub async fn evaluate(params: &EvalParams) -> Result<Report, EvalError> {
         clock: clock.clone(),
         worker_id: "cairn-eval".into(),
         workers: params.workers.max(1),
+        max_running_per_tenant: None,
         lease_ttl: Duration::from_secs(30),
         heartbeat: Duration::from_secs(5),
         poll_interval: Duration::from_millis(50),

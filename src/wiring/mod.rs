@@ -79,6 +79,7 @@ pub fn pool_params(
         clock,
         worker_id,
         workers: config.workers,
+        max_running_per_tenant: std::num::NonZeroU32::new(config.max_running_per_tenant),
         lease_ttl: Duration::from_millis(config.lease_ttl_ms),
         heartbeat: Duration::from_millis(config.heartbeat_ms),
         poll_interval: Duration::from_millis(config.poll_interval_ms),

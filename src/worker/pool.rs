@@ -8,6 +8,7 @@
 //! their tasks released the same way; a step that was in flight is simply redone by the next
 //! attempt, since only committed steps count.
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +21,7 @@ use crate::clock::Clock;
 use crate::domain::event::{NewEvent, kinds};
 use crate::domain::task::TaskStatus;
 use crate::engine::{Engine, EngineError, RunContext, RunOutcome, StopSignal};
-use crate::store::{Change, Claimed, Commit, Store, Wakeup, retry_transient};
+use crate::store::{Change, ClaimParams, Claimed, Commit, Store, Wakeup, retry_transient};
 
 /// Everything a pool needs (the composition root fills the timings from the configuration).
 #[derive(Clone)]
@@ -31,6 +32,8 @@ pub struct PoolParams {
     /// Written to `claimed_by`; see [`super::worker_id`].
     pub worker_id: String,
     pub workers: usize,
+    /// At most this many running tasks per tenant (see [`ClaimParams`]); `None`: no cap.
+    pub max_running_per_tenant: Option<NonZeroU32>,
     pub lease_ttl: Duration,
     pub heartbeat: Duration,
     pub poll_interval: Duration,
@@ -79,7 +82,12 @@ impl WorkerPool {
             };
             loops.spawn(worker_loop(shared, index, wakeups));
         }
-        tracing::info!(workers = params.workers, worker_id = %params.worker_id, "worker pool started");
+        tracing::info!(
+            workers = params.workers,
+            worker_id = %params.worker_id,
+            max_running_per_tenant = params.max_running_per_tenant.map_or(0, NonZeroU32::get),
+            "worker pool started"
+        );
         WorkerPool {
             shutdown,
             hard_stop,
@@ -131,7 +139,12 @@ async fn worker_loop(shared: Shared, index: usize, mut wakeups: broadcast::Recei
         drain(&mut wakeups);
         let claimed = params
             .store
-            .claim(&params.worker_id, params.clock.now(), lease_ttl)
+            .claim(ClaimParams {
+                worker_id: &params.worker_id,
+                now: params.clock.now(),
+                lease_ttl,
+                max_running_per_tenant: params.max_running_per_tenant,
+            })
             .await;
         match claimed {
             Ok(Some(claimed)) => {

@@ -15,6 +15,7 @@ use cairn::config::Config;
 use cairn::domain::event::NewEvent;
 use cairn::domain::task::{DEFAULT_TENANT, Lease, Task, TaskStatus};
 use cairn::http::AppState;
+use cairn::store::ClaimParams;
 use cairn::store::postgres::PgStore;
 use cairn::store::sqlite::SqliteStore;
 use cairn::store::{Change, Commit, Store, TaskQuery};
@@ -214,11 +215,11 @@ pub async fn all_tasks(store: &dyn Store) -> Vec<Task> {
 /// Claims the (only queued) task as a worker would.
 pub async fn claim(store: &dyn Store, task: &Task) -> Lease {
     let claimed = store
-        .claim(
+        .claim(ClaimParams::new(
             "api-test-worker",
             chrono::Utc::now(),
             chrono::Duration::seconds(60),
-        )
+        ))
         .await
         .expect("claim")
         .expect("a queued task");

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use cairn::clock::{Clock, ManualClock};
 use cairn::http::AppState;
 use cairn::http::auth::AuthMode;
+use cairn::store::ClaimParams;
 use cairn::store::keys::{Scope, generate_key};
 use cairn::store::{Change, NewArtifact, NewLedgerEntry, NewPlanVersion, Store};
 use chrono::Utc;
@@ -106,11 +107,11 @@ impl Fixture {
         let task = self.new_acme_task().await;
         let claimed = self
             .store
-            .claim(
+            .claim(ClaimParams::new(
                 "matrix-worker",
                 self.clock.now(),
                 chrono::Duration::minutes(5),
-            )
+            ))
             .await
             .expect("claim")
             .expect("queued task");

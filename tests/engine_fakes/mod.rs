@@ -20,6 +20,7 @@ use cairn::engine::runtime::ports::{
     ToolReply, ToolSpec,
 };
 use cairn::engine::{Engine, RunContext, RunOutcome, StopSignal};
+use cairn::store::ClaimParams;
 use cairn::store::Store;
 use serde_json::{Value, json};
 
@@ -261,11 +262,11 @@ pub async fn run_task(
     let id = created.task.id;
     for _ in 0..3 {
         let claimed = store
-            .claim(
+            .claim(ClaimParams::new(
                 "test-worker",
                 chrono::Utc::now(),
                 chrono::Duration::seconds(60),
-            )
+            ))
             .await
             .expect("claim")
             .expect("a queued task");

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use cairn::clock::Clock;
 use cairn::domain::event::{NewEvent, kinds};
 use cairn::domain::task::{DEFAULT_TENANT, Lease, TaskStatus};
+use cairn::store::ClaimParams;
 use cairn::store::{Change, Commit, LeaseStatus, NewLedgerEntry, Store};
 use chrono::Duration;
 use serde_json::json;
@@ -55,7 +56,7 @@ pub async fn claim_takes_oldest_with_lease(store: Arc<dyn Store>) {
     assert_eq!(next.task.id, second);
     assert!(
         store
-            .claim("worker-3", clock.now(), lease_ttl())
+            .claim(ClaimParams::new("worker-3", clock.now(), lease_ttl()))
             .await
             .expect("claim")
             .is_none(),
@@ -75,7 +76,7 @@ pub async fn claim_race_never_double_claims(store: Arc<dyn Store>) {
         tokio::spawn(async move {
             let mut mine = Vec::new();
             while let Some(claimed) = store
-                .claim(&format!("worker-{n}"), now, lease_ttl())
+                .claim(ClaimParams::new(&format!("worker-{n}"), now, lease_ttl()))
                 .await
                 .expect("claim")
             {
@@ -229,7 +230,7 @@ pub async fn terminal_commit_finishes_and_releases(store: Arc<dyn Store>) {
     );
     assert!(
         store
-            .claim("w2", clock.now(), lease_ttl())
+            .claim(ClaimParams::new("w2", clock.now(), lease_ttl()))
             .await
             .expect("claim")
             .is_none()

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use cairn::clock::Clock;
 use cairn::domain::task::DEFAULT_TENANT;
+use cairn::store::ClaimParams;
 use cairn::store::sqlite::SqliteStore;
 use cairn::store::{Store, StoreError, TaskQuery};
 use serde_json::json;
@@ -106,7 +107,7 @@ async fn two_stores_on_one_file_never_double_claim() {
         claimers.push(tokio::spawn(async move {
             let mut mine = Vec::new();
             while let Some(claimed) = store
-                .claim(&format!("worker-{n}"), now, lease_ttl())
+                .claim(ClaimParams::new(&format!("worker-{n}"), now, lease_ttl()))
                 .await
                 .expect("claim")
             {

@@ -7,6 +7,7 @@ use std::time::Duration as StdDuration;
 use cairn::clock::{Clock, ManualClock};
 use cairn::domain::event::NewEvent;
 use cairn::domain::task::{Budget, DEFAULT_TENANT, Lease, NewTask, Strategy, TaskId};
+use cairn::store::ClaimParams;
 use cairn::store::{Change, Claimed, Commit, Store, Wakeup};
 use chrono::{DateTime, Duration, Utc};
 use serde_json::json;
@@ -54,7 +55,7 @@ pub async fn create(store: &Arc<dyn Store>, clock: &ManualClock, goal: &str) -> 
 
 pub async fn claim(store: &Arc<dyn Store>, clock: &ManualClock, worker: &str) -> Claimed {
     store
-        .claim(worker, clock.now(), lease_ttl())
+        .claim(ClaimParams::new(worker, clock.now(), lease_ttl()))
         .await
         .expect("claim")
         .expect("a queued task to claim")

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use cairn::clock::Clock;
 use cairn::domain::event::kinds;
 use cairn::domain::task::{DEFAULT_TENANT, TaskId, TaskStatus};
+use cairn::store::ClaimParams;
 use cairn::store::{
     CancelOutcome, Commit, IdempotencyClaim, LeaseStatus, Store, StoreError, TaskQuery,
 };
@@ -329,7 +330,7 @@ pub async fn cancel_queued(store: Arc<dyn Store>) {
     assert_eq!(events.len(), 2);
     assert!(
         store
-            .claim("w", clock.now(), lease_ttl())
+            .claim(ClaimParams::new("w", clock.now(), lease_ttl()))
             .await
             .expect("claim")
             .is_none()

@@ -1,54 +1,106 @@
 //! Leases: claim, heartbeat and the reaper.
 //!
-//! Claim and reap are each a single statement (autocommit), so the row change and its event
-//! commit together in one round trip; their hints go out after it. `FOR UPDATE SKIP LOCKED` lets any
-//! number of workers on any number of replicas claim at once: each skips rows another claimer
-//! has locked, and a row that stopped being `queued` while we waited is re-checked and skipped.
+//! Claim (without a per-tenant cap) and reap are each a single statement (autocommit), so the
+//! row change and its event commit together in one round trip; their hints go out after it. A
+//! capped claim is a short transaction instead (see [`claim_capped`]). `FOR UPDATE SKIP LOCKED`
+//! lets any number of workers on any number of replicas claim at once: each skips rows another
+//! claimer has locked, and a row that stopped being `queued` while we waited is re-checked and
+//! skipped.
 
 use chrono::{DateTime, Duration, Utc};
+use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 
 use super::outbox::Outbox;
 use super::rows::{self, task_columns};
 use crate::domain::event::kinds;
 use crate::domain::task::{Lease, TaskId};
+use crate::store::claim::tenant_key;
 use crate::store::rules;
-use crate::store::{Claimed, LeaseStatus, StoreError};
+use crate::store::{ClaimParams, Claimed, LeaseStatus, StoreError};
+
+/// The first key of the per-tenant claim locks (`pg_advisory_xact_lock(int, int)`), so they
+/// cannot meet another use of two-key advisory locks.
+const TENANT_LOCK_SPACE: i32 = 0x6361_6972; // "cair"
+
+/// The claim's tail, shared by both paths: given a CTE `picked` naming one task id, mark it
+/// running under a new lease and log `task.claimed`, returning the task, its checkpoint and fence.
+/// `$1` worker id, `$2` now, `$3` lease expiry, `$4` the event kind.
+macro_rules! claim_picked {
+    ($cond:literal) => {
+        concat!(
+            "claimed AS ( \
+                UPDATE tasks t SET status = 'running', claimed_by = $1, lease_expires_at = $3, \
+                    fence = t.fence + 1, attempts = t.attempts + 1, last_seq = t.last_seq + 1, \
+                    started_at = COALESCE(t.started_at, $2), updated_at = $2 \
+                FROM picked WHERE t.id = picked.id ",
+            $cond,
+            " RETURNING t.* \
+             ), logged AS ( \
+                INSERT INTO events (task_id, seq, kind, data, created_at) \
+                SELECT id, last_seq, $4, \
+                    jsonb_build_object('worker_id', claimed_by, 'fence', fence, \
+                        'attempt', attempts, 'lease_expires_at', lease_expires_at), $2 \
+                FROM claimed \
+             ) \
+             SELECT ",
+            task_columns!(),
+            ", state, fence FROM claimed"
+        )
+    };
+}
+
+/// Without a cap: the oldest queued task, in one statement.
+const CLAIM_OLDEST: &str = concat!(
+    "WITH picked AS ( \
+        SELECT id FROM tasks WHERE status = 'queued' ORDER BY id LIMIT 1 \
+        FOR UPDATE SKIP LOCKED \
+     ), ",
+    claim_picked!("")
+);
+
+/// With a cap, step 1: the oldest queued task (locked) of a tenant that, as far as this
+/// statement's snapshot shows, is under the cap (`$1`) and was not found full since (`$2`).
+/// The running set is small (bounded by the workers), so the full tenants are computed once.
+const PICK_UNDER_CAP: &str = "\
+    WITH full_tenants AS ( \
+        SELECT tenant_id FROM tasks WHERE status = 'running' \
+        GROUP BY tenant_id HAVING count(*) >= $1 \
+    ) \
+    SELECT id, tenant_id FROM tasks \
+    WHERE status = 'queued' AND tenant_id <> ALL($2::text[]) \
+        AND tenant_id NOT IN (SELECT tenant_id FROM full_tenants) \
+    ORDER BY id LIMIT 1 FOR UPDATE OF tasks SKIP LOCKED";
+
+/// With a cap, step 3, after the tenant's advisory lock: claim the picked task (`$5`) only if
+/// its tenant (`$6`) is still under the cap (`$7`). A statement of its own, so under READ
+/// COMMITTED its snapshot includes every capped claim of the tenant committed before the lock
+/// was granted.
+const CLAIM_IF_UNDER_CAP: &str = concat!(
+    "WITH picked AS (SELECT $5::uuid AS id), ",
+    claim_picked!(
+        "AND t.status = 'queued' AND (SELECT count(*) FROM tasks r \
+         WHERE r.tenant_id = $6 AND r.status = 'running') < $7"
+    )
+);
+
+/// How many tenants one capped claim finds full (after their lock) before giving up until the
+/// next poll or hint; each try is a short transaction of its own.
+const CAPPED_TRIES: usize = 8;
 
 pub(super) async fn claim(
     pool: &PgPool,
     hints: &Outbox,
-    worker_id: &str,
-    now: DateTime<Utc>,
-    lease_ttl: Duration,
+    params: ClaimParams<'_>,
 ) -> Result<Option<Claimed>, StoreError> {
-    let row = sqlx::query(concat!(
-        "WITH picked AS ( \
-            SELECT id FROM tasks WHERE status = 'queued' ORDER BY id LIMIT 1 \
-            FOR UPDATE SKIP LOCKED \
-         ), claimed AS ( \
-            UPDATE tasks t SET status = 'running', claimed_by = $1, lease_expires_at = $3, \
-                fence = t.fence + 1, attempts = t.attempts + 1, last_seq = t.last_seq + 1, \
-                started_at = COALESCE(t.started_at, $2), updated_at = $2 \
-            FROM picked WHERE t.id = picked.id \
-            RETURNING t.* \
-         ), logged AS ( \
-            INSERT INTO events (task_id, seq, kind, data, created_at) \
-            SELECT id, last_seq, $4, \
-                jsonb_build_object('worker_id', claimed_by, 'fence', fence, \
-                    'attempt', attempts, 'lease_expires_at', lease_expires_at), $2 \
-            FROM claimed \
-         ) \
-         SELECT ",
-        task_columns!(),
-        ", state, fence FROM claimed"
-    ))
-    .bind(worker_id)
-    .bind(now)
-    .bind(now + lease_ttl)
-    .bind(kinds::TASK_CLAIMED)
-    .fetch_optional(pool)
-    .await?;
+    let row = match params.max_running_per_tenant {
+        None => {
+            bind_claim(sqlx::query(CLAIM_OLDEST), &params)
+                .fetch_optional(pool)
+                .await?
+        }
+        Some(cap) => claim_capped(pool, &params, i64::from(cap.get())).await?,
+    };
     let Some(row) = row else {
         return Ok(None);
     };
@@ -57,12 +109,70 @@ pub(super) async fn claim(
     Ok(Some(Claimed {
         lease: Lease {
             task_id: task.id,
-            worker_id: worker_id.to_string(),
+            worker_id: params.worker_id.to_string(),
             fence: row.try_get("fence")?,
         },
         state: row.try_get("state")?,
         task,
     }))
+}
+
+type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
+
+fn bind_claim<'q>(query: PgQuery<'q>, params: &ClaimParams<'q>) -> PgQuery<'q> {
+    query
+        .bind(params.worker_id)
+        .bind(params.now)
+        .bind(params.expires_at())
+        .bind(kinds::TASK_CLAIMED)
+}
+
+/// The capped claim: pick a candidate under the cap, take its tenant's advisory lock (held to
+/// the end of the transaction), then claim it only if the recount still leaves room. Claimers
+/// of one tenant therefore count and claim one at a time, on every replica; claimers of other
+/// tenants do not wait. A tenant found full is skipped in the next try.
+async fn claim_capped(
+    pool: &PgPool,
+    params: &ClaimParams<'_>,
+    cap: i64,
+) -> Result<Option<PgRow>, StoreError> {
+    let mut full: Vec<String> = Vec::new();
+    for _ in 0..CAPPED_TRIES {
+        let mut tx = pool.begin().await?;
+        let picked = sqlx::query(PICK_UNDER_CAP)
+            .bind(cap)
+            .bind(&full)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(picked) = picked else {
+            tx.rollback().await?;
+            return Ok(None);
+        };
+        let id: TaskId = picked.try_get("id")?;
+        let tenant: String = picked.try_get("tenant_id")?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
+            .bind(TENANT_LOCK_SPACE)
+            .bind(tenant_key(&tenant))
+            .execute(&mut *tx)
+            .await?;
+        let claimed = bind_claim(sqlx::query(CLAIM_IF_UNDER_CAP), params)
+            .bind(id)
+            .bind(&tenant)
+            .bind(cap)
+            .fetch_optional(&mut *tx)
+            .await?;
+        match claimed {
+            Some(row) => {
+                tx.commit().await?;
+                return Ok(Some(row));
+            }
+            None => {
+                tx.rollback().await?;
+                full.push(tenant);
+            }
+        }
+    }
+    Ok(None)
 }
 
 pub(super) async fn heartbeat(

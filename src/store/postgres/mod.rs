@@ -2,7 +2,9 @@
 //!
 //! Many `cairn serve` replicas share one database. They never run one task at once because
 //! claiming is a single `FOR UPDATE SKIP LOCKED` statement that bumps the task's fence, and
-//! every worker write is checked against that fence ([`lease`], [`commit`]). They learn about
+//! every worker write is checked against that fence ([`lease`], [`commit`]). With a per-tenant
+//! cap, a claim also takes its tenant's advisory lock and recounts, so replicas together never
+//! run more of a tenant's tasks than the cap. They learn about
 //! each other's writes through `NOTIFY`, sent after commit ([`outbox`]) and heard by a
 //! `LISTEN`ing connection ([`notify`]), as hints only.
 //!
@@ -189,13 +191,8 @@ impl Store for PgStore {
         history::artifacts(&self.pool, tenant_id, task_id).await
     }
 
-    async fn claim(
-        &self,
-        worker_id: &str,
-        now: DateTime<Utc>,
-        lease_ttl: Duration,
-    ) -> Result<Option<Claimed>, StoreError> {
-        lease::claim(&self.pool, &self.hints, worker_id, now, lease_ttl).await
+    async fn claim(&self, params: ClaimParams<'_>) -> Result<Option<Claimed>, StoreError> {
+        lease::claim(&self.pool, &self.hints, params).await
     }
 
     async fn heartbeat(

@@ -15,7 +15,38 @@ use super::rows::{self, id_text, millis, task_columns, task_from_row};
 use crate::domain::event::kinds;
 use crate::domain::task::{Lease, TaskId};
 use crate::store::rules;
-use crate::store::{Claimed, LeaseStatus, StoreError, Wakeup};
+use crate::store::{ClaimParams, Claimed, LeaseStatus, StoreError, Wakeup};
+
+/// The claim statement around a subquery choosing the task (`?1` worker id, `?2` lease expiry,
+/// `?3` now).
+macro_rules! claim_where {
+    ($pick:literal) => {
+        concat!(
+            "UPDATE tasks SET status = 'running', claimed_by = ?1, lease_expires_at = ?2, \
+             fence = fence + 1, attempts = attempts + 1, started_at = COALESCE(started_at, ?3), \
+             updated_at = ?3, last_seq = last_seq + 1 \
+             WHERE status = 'queued' AND id = (",
+            $pick,
+            ") RETURNING ",
+            task_columns!(),
+            ", state, fence"
+        )
+    };
+}
+
+/// Without a cap: the oldest queued task.
+const CLAIM_OLDEST: &str =
+    claim_where!("SELECT id FROM tasks WHERE status = 'queued' ORDER BY id LIMIT 1");
+
+/// With a cap: the oldest queued task of a tenant with fewer than `?4` running tasks. The
+/// running set is small (bounded by the workers) and indexed by tenant, so the full tenants are
+/// computed once per claim.
+const CLAIM_UNDER_CAP: &str = claim_where!(
+    "SELECT id FROM tasks WHERE status = 'queued' AND tenant_id NOT IN ( \
+         SELECT tenant_id FROM tasks WHERE status = 'running' \
+         GROUP BY tenant_id HAVING count(*) >= ?4) \
+     ORDER BY id LIMIT 1"
+);
 
 /// `now + ttl` in stored milliseconds, saturating rather than panicking on absurd TTLs.
 fn expiry_ms(now: DateTime<Utc>, ttl: Duration) -> i64 {
@@ -25,29 +56,28 @@ fn expiry_ms(now: DateTime<Utc>, ttl: Duration) -> i64 {
 impl SqliteStore {
     pub(super) async fn claim_tx(
         &self,
-        worker_id: &str,
-        now: DateTime<Utc>,
-        lease_ttl: Duration,
+        params: ClaimParams<'_>,
     ) -> Result<Option<Claimed>, StoreError> {
-        let now_ms = millis(now);
-        let expires_ms = expiry_ms(now, lease_ttl);
-        let mut tx = self.write().await?;
-        // One statement under the write lock: no other claimer can see the row in between.
-        let row = sqlx::query(concat!(
-            "UPDATE tasks SET status = 'running', claimed_by = ?1, lease_expires_at = ?2, \
-             fence = fence + 1, attempts = attempts + 1, started_at = COALESCE(started_at, ?3), \
-             updated_at = ?3, last_seq = last_seq + 1 \
-             WHERE status = 'queued' \
-               AND id = (SELECT id FROM tasks WHERE status = 'queued' ORDER BY id LIMIT 1) \
-             RETURNING ",
-            task_columns!(),
-            ", state, fence"
-        ))
-        .bind(worker_id)
+        let now_ms = millis(params.now);
+        let expires_ms = expiry_ms(params.now, params.lease_ttl);
+        let cap = params
+            .max_running_per_tenant
+            .map(|cap| i64::from(cap.get()));
+        let query = sqlx::query(match cap {
+            None => CLAIM_OLDEST,
+            Some(_) => CLAIM_UNDER_CAP,
+        })
+        .bind(params.worker_id)
         .bind(expires_ms)
-        .bind(now_ms)
-        .fetch_optional(&mut *tx)
-        .await?;
+        .bind(now_ms);
+        let query = match cap {
+            Some(cap) => query.bind(cap),
+            None => query,
+        };
+        let mut tx = self.write().await?;
+        // One statement under the write lock: no other claimer can see the row in between, and
+        // no other claim can start a task of the same tenant between the count and the claim.
+        let row = query.fetch_optional(&mut *tx).await?;
         let Some(row) = row else {
             return Ok(None);
         };
@@ -55,7 +85,7 @@ impl SqliteStore {
         let state = rows::opt_json(&row, "state")?;
         let fence: i64 = row.try_get("fence")?;
         let data = json!({
-            "worker_id": worker_id,
+            "worker_id": params.worker_id,
             "fence": fence,
             "attempt": task.attempts,
             "lease_expires_at": rows::from_millis(expires_ms)?,
@@ -78,7 +108,7 @@ impl SqliteStore {
         });
         let lease = Lease {
             task_id: task.id,
-            worker_id: worker_id.to_owned(),
+            worker_id: params.worker_id.to_owned(),
             fence,
         };
         Ok(Some(Claimed { task, lease, state }))

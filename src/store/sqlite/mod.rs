@@ -33,9 +33,9 @@ use sqlx::{Sqlite, Transaction};
 use tokio::sync::broadcast;
 
 use super::{
-    Artifact, Backend, CancelOutcome, Change, Claimed, Commit, Created, IdempotencyClaim,
-    LeaseStatus, LedgerEntry, NewToolReceipt, NodeLock, PlanVersionRecord, Store, StoreError,
-    TaskQuery, ToolReceipt, Wakeup,
+    Artifact, Backend, CancelOutcome, Change, ClaimParams, Claimed, Commit, Created,
+    IdempotencyClaim, LeaseStatus, LedgerEntry, NewToolReceipt, NodeLock, PlanVersionRecord, Store,
+    StoreError, TaskQuery, ToolReceipt, Wakeup,
 };
 use crate::domain::event::Event;
 use crate::domain::task::{Lease, NewTask, Task, TaskId};
@@ -203,13 +203,8 @@ impl Store for SqliteStore {
         self.list_artifact_rows(tenant_id, task_id).await
     }
 
-    async fn claim(
-        &self,
-        worker_id: &str,
-        now: DateTime<Utc>,
-        lease_ttl: Duration,
-    ) -> Result<Option<Claimed>, StoreError> {
-        self.claim_tx(worker_id, now, lease_ttl).await
+    async fn claim(&self, params: ClaimParams<'_>) -> Result<Option<Claimed>, StoreError> {
+        self.claim_tx(params).await
     }
 
     async fn heartbeat(

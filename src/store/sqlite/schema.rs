@@ -17,6 +17,11 @@ const MIGRATIONS: Embedded = &[
         "api keys",
         include_str!("../../../migrations/sqlite/0002_api_keys.sql"),
     ),
+    (
+        3,
+        "running tasks per tenant",
+        include_str!("../../../migrations/sqlite/0003_running_per_tenant.sql"),
+    ),
 ];
 
 pub(super) fn migrator() -> Migrator {
