@@ -212,3 +212,37 @@ async fn a_real_answer_is_judged_against_the_ground_truth_as_it_stands() {
     assert_eq!(calibration.kinds[0].kind, "tactical/reactive");
     assert_eq!(calibration.kinds[0].stop, 1);
 }
+
+/// v2 offers writers only to a goal that reads as a change (`engine::v2::permit`). Every task of
+/// the shipped suites that needs a write must read as one, or v2 could never do it; and a task
+/// whose goal asks for nothing to change must not.
+#[test]
+fn every_goal_that_needs_a_write_reads_as_a_change() {
+    for name in ["default", "small"] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("suites")
+            .join(name);
+        let suite = Suite::load(&path).expect("suite");
+        let writers: Vec<&str> = suite
+            .tools
+            .keys()
+            .map(String::as_str)
+            .filter(|tool| {
+                suite
+                    .tasks
+                    .iter()
+                    .flat_map(|t| &t.steps)
+                    .any(|s| s.tool == *tool && s.writes)
+            })
+            .collect();
+        let mut missed = Vec::new();
+        for task in &suite.tasks {
+            let needs = task.steps.iter().any(|s| s.writes);
+            let features = cairn::domain::gate::heuristic_features(&task.goal, &writers);
+            if needs && !features.touches_writes {
+                missed.push(task.id.clone());
+            }
+        }
+        assert!(missed.is_empty(), "{name}: writes not seen in {missed:?}");
+    }
+}

@@ -42,7 +42,11 @@ pub fn heuristic_features(goal: &str, side_effect_tools: &[&str]) -> GateFeature
     let question =
         goal.trim_end().ends_with('?') || words.first().is_some_and(|w| QUESTION_WORDS.contains(w));
     let writes: Vec<bool> = (0..words.len())
-        .map(|i| is_write(words[i]) && !(question && names_a_state(words[i])))
+        .map(|i| {
+            let object = tokens.get(i + 1);
+            (is_write(words[i]) || (!question && is_ambiguous_write(words[i], object)))
+                && !(question && names_a_state(words[i]))
+        })
         .collect();
     let touches_writes =
         writes.contains(&true) || touches_a_writer(goal, &words, side_effect_tools);
@@ -125,6 +129,17 @@ fn touches_a_writer(goal: &str, words: &[&str], side_effect_tools: &[&str]) -> b
                         .any(|w| verb_form(w, part) || w.strip_suffix('s') == Some(part))
                 }))
     })
+}
+
+/// An [`AMBIGUOUS_WRITES`] verb followed by what reads as its object: a determiner, a
+/// pronoun, a number, or a name ("tag v5.1.0").
+fn is_ambiguous_write(word: &str, next: Option<&Token>) -> bool {
+    AMBIGUOUS_WRITES.contains(&word)
+        && next.is_some_and(|t| {
+            OBJECT_STARTS.contains(&t.lower.as_str())
+                || NUMBER_WORDS.contains(&t.lower.as_str())
+                || t.text.chars().any(|c| c.is_ascii_digit())
+        })
 }
 
 fn is_write(word: &str) -> bool {

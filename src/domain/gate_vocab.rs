@@ -80,6 +80,27 @@ pub(super) const WRITE_VERBS: &[&str] = &[
     "rollback",
     "submit",
     "notify",
+    "attach",
+    // "report" as a noun ("the report") errs towards writing, the safe side.
+    "report",
+    "enable",
+    "configure",
+    "register",
+    "invite",
+];
+
+/// Verbs that are also nouns ("the config file", "the next page", "a tag"): they mark a write
+/// only when what follows reads as their object (see [`OBJECT_STARTS`]): "set it to 500", "file
+/// one ticket", "record the id", "page on-call", "tag v5.1.0".
+pub(super) const AMBIGUOUS_WRITES: &[&str] = &[
+    "set", "open", "file", "record", "note", "load", "copy", "add", "change", "tag", "page",
+    "post", "schedule", "scale", "snapshot", "lock", "unlock", "book",
+];
+
+/// Words that start the object of an ambiguous write verb.
+pub(super) const OBJECT_STARTS: &[&str] = &[
+    "a", "an", "the", "one", "it", "them", "those", "these", "which", "what", "all", "every",
+    "each", "this", "that", "its", "their", "our", "my", "your", "on-call", "oncall", "someone",
 ];
 
 /// Irregular forms the suffix rules miss.

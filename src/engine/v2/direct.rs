@@ -65,7 +65,8 @@ fn load(value: Option<&Value>) -> DirectState {
 
 /// Runs the act loop to a terminal status.
 pub async fn run(cx: &Attempt) -> Result<RunOutcome, Halt> {
-    let all_tools: Vec<String> = cx.specs.keys().cloned().collect();
+    // Least privilege (`super::permit`): a goal that asks for no change calls no writer.
+    let all_tools: Vec<String> = super::permit::permitted(cx).await;
     loop {
         let snapshot = cx.journal.snapshot().await;
         let direct = load(snapshot.direct.as_ref());

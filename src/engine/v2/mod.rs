@@ -32,6 +32,7 @@ pub mod direct;
 pub mod executor;
 pub mod gate;
 pub mod monitor;
+pub mod permit;
 pub mod repair;
 pub mod report;
 pub mod runner;

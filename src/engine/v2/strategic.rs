@@ -55,10 +55,12 @@ pub struct Replan<'a> {
 
 /// Asks for a plan (or, with `replan`, a new version of the current one) until one validates.
 pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic, Halt> {
-    let known = KnownTools::new(cx.specs.keys().cloned());
+    // Least privilege (`super::permit`): a goal that asks for no change plans no writer.
+    let permitted = super::permit::permitted(cx).await;
+    let known = KnownTools::new(permitted.iter().cloned());
     let families: Vec<Value> = cx
-        .specs
-        .values()
+        .tool_schemas(&permitted)
+        .into_iter()
         .map(|t| json!({"name": t.name, "description": t.description, "side_effects": t.side_effects}))
         .collect();
     let mut errors: Option<String> = None;
@@ -78,7 +80,7 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
                 prompt: &prompts::STRATEGIC,
                 input,
                 turns: Vec::new(),
-                schema: schemas::strategic(&cx.all_specs()),
+                schema: schemas::strategic(&cx.tool_schemas(&permitted)),
             })
             .await;
         failures.push(asked.reply.as_ref().err().map(|e| e.kind));
