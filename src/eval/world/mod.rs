@@ -240,6 +240,18 @@ fn value_text(value: &Value) -> String {
     }
 }
 
+/// The tools a call offers the model (its input's `tools`, by name), as a model answering under
+/// the call's schema can only name those; `None` when the input lists none.
+fn offered(call: &ModelCall) -> Option<Vec<String>> {
+    let listed = call.input.get("tools")?.as_array()?;
+    Some(
+        listed
+            .iter()
+            .filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_string))
+            .collect(),
+    )
+}
+
 /// Everything a call shows the model, as one text: the instruction, the input and every turn
 /// of the conversation (what the world's policy reads and what its cost counts).
 pub(crate) fn context_of(call: &ModelCall) -> String {
@@ -296,7 +308,8 @@ impl ModelPort for World {
             w.facts.clone()
         });
         let mind = Mind::new(&suite, task, binding.repeat, &call, facts);
-        let tools: Vec<String> = self.specs.iter().map(|s| s.name.clone()).collect();
+        let tools =
+            offered(&call).unwrap_or_else(|| self.specs.iter().map(|s| s.name.clone()).collect());
         let value = mind.reply(call.purpose, call.milestone.as_deref(), &tools);
         let chars = context_of(&call).len() + value.to_string().len();
         let per = suite.world.chars_per_token.max(1);
