@@ -33,8 +33,10 @@ use super::*;
 use crate::domain::event::Event;
 use crate::domain::task::{Lease, NewTask, Task, TaskId};
 use crate::store::keys::{ApiKey, NewApiKey, NewStreamToken, StoredApiKey, StreamToken};
+pub use group::GroupStats;
 
 mod commit;
+mod group;
 mod history;
 mod keys;
 mod lease;
@@ -63,6 +65,8 @@ pub struct PgStore {
     pool: PgPool,
     wakeups: broadcast::Sender<Wakeup>,
     hints: Arc<outbox::Outbox>,
+    /// The group commit's writers ([`group`]), shared by clones.
+    group: Arc<group::GroupCommit>,
     /// Shared by clones; the listener and the hint sender stop when the last clone is dropped.
     _background: Arc<(notify::ListenerTask, outbox::SenderTask)>,
 }
@@ -81,9 +85,13 @@ impl PgStore {
 
     /// [`PgStore::connect`] with the pool's acquire timeout given.
     pub async fn connect_with(url: &str, options: PoolOptions) -> Result<Self, StoreError> {
+        // No ping before handing out an idle connection: it would cost a round trip per
+        // statement, and a dead connection fails its statement anyway (a transient error the
+        // callers retry), after which sqlx drops it. sqlx still pings once on return.
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections.max(1))
             .acquire_timeout(options.acquire_timeout)
+            .test_before_acquire(false)
             .connect(url)
             .await?;
         let listener = notify::listen(url).await?;
@@ -91,12 +99,21 @@ impl PgStore {
         let listening = notify::spawn(url.to_string(), listener, wakeups.clone());
         let hints = Arc::new(outbox::Outbox::default());
         let sending = outbox::spawn(pool.clone(), hints.clone());
+        let group = Arc::new(group::GroupCommit::start(pool.clone(), hints.clone()));
         Ok(Self {
             pool,
             wakeups,
             hints,
+            group,
             _background: Arc::new((listening, sending)),
         })
+    }
+}
+
+impl PgStore {
+    /// How the group commit batched the fenced writes so far ([`group`]).
+    pub fn group_stats(&self) -> GroupStats {
+        self.group.stats()
     }
 }
 
@@ -210,7 +227,12 @@ impl Store for PgStore {
         change: Change,
         now: DateTime<Utc>,
     ) -> Result<Commit, StoreError> {
-        commit::commit(&self.pool, &self.hints, lease, change, now).await
+        let member = commit::Member {
+            lease: lease.clone(),
+            change,
+            now,
+        };
+        self.group.commit(member).await
     }
 
     async fn reap_expired(&self, now: DateTime<Utc>) -> Result<Vec<TaskId>, StoreError> {
