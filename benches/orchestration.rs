@@ -96,6 +96,7 @@ async fn main() {
     let observer = stack::observer(&db).await;
 
     let wire_before = wire.as_ref().map(|wire| wire.counts.tally());
+    let statements_before = wire.as_ref().map(|wire| wire.counts.statements());
     let xid_before = stack::next_xid(&observer).await;
     let t0 = Instant::now();
     let store = stack.store.clone();
@@ -114,6 +115,7 @@ async fn main() {
     submitting.await.expect("submitter");
     let xids = stack::next_xid(&observer).await - xid_before;
     let wire_after = wire.as_ref().map(|wire| wire.counts.tally());
+    let statements_after = wire.as_ref().map(|wire| wire.counts.statements());
 
     // The benchmark is only meaningful if the work was really done.
     let tally = stack::tally(&observer).await;
@@ -163,6 +165,17 @@ async fn main() {
             per(after.parses, before.parses),
             after.connections,
         );
+    }
+    if let (Some(before), Some(after)) = (statements_before, statements_after) {
+        for (label, count) in after {
+            let count = count - before.get(&label).copied().unwrap_or(0);
+            if count > 0 {
+                eprintln!(
+                    "cairn orchestration:   {:>7.3} per step  {label}",
+                    count as f64 / total
+                );
+            }
+        }
     }
 
     stack.shutdown().await;

@@ -9,9 +9,10 @@
 //! orchestration bench uses it only with `WIRE=1`. Connect with `sslmode=disable` (a TLS
 //! request would hide the messages).
 
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -24,6 +25,8 @@ pub struct Counts {
     binds: AtomicU64,
     parses: AtomicU64,
     connections: AtomicU64,
+    /// Statements executed, by the start of their text.
+    by_statement: Mutex<BTreeMap<String, u64>>,
 }
 
 /// A snapshot of [`Counts`].
@@ -49,6 +52,20 @@ impl Counts {
             pings_or_empty: syncs.saturating_sub(binds),
             connections: self.connections.load(Ordering::Relaxed),
         }
+    }
+
+    /// Statements executed so far, by the start of their text.
+    pub fn statements(&self) -> BTreeMap<String, u64> {
+        self.by_statement.lock().expect("counts").clone()
+    }
+
+    fn executed(&self, label: &str) {
+        *self
+            .by_statement
+            .lock()
+            .expect("counts")
+            .entry(label.to_string())
+            .or_default() += 1;
     }
 
     fn count(&self, kind: u8) {
@@ -118,6 +135,27 @@ struct Frames {
     started: bool,
     header: Vec<u8>,
     skip: usize,
+    /// The message whose body is being read (`P`, `B`, `Q`), and the body so far.
+    reading: Option<u8>,
+    body: Vec<u8>,
+    /// This connection's prepared statements: name -> label.
+    prepared: HashMap<String, String>,
+}
+
+/// The first words of a statement, whitespace collapsed: enough to tell them apart.
+fn label(text: &str) -> String {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let mut label = words.join(" ");
+    label.truncate(60);
+    label
+}
+
+/// The NUL-terminated strings at the start of a message body.
+fn cstrings(body: &[u8], n: usize) -> Vec<String> {
+    body.split(|b| *b == 0)
+        .take(n)
+        .map(|part| String::from_utf8_lossy(part).into_owned())
+        .collect()
 }
 
 impl Frames {
@@ -125,8 +163,14 @@ impl Frames {
         while !data.is_empty() {
             if self.skip > 0 {
                 let n = self.skip.min(data.len());
+                if self.reading.is_some() {
+                    self.body.extend_from_slice(&data[..n]);
+                }
                 self.skip -= n;
                 data = &data[n..];
+                if self.skip == 0 {
+                    self.finish(counts);
+                }
                 continue;
             }
             let need = if self.started { 5 } else { 4 };
@@ -140,10 +184,42 @@ impl Frames {
             let len = u32::from_be_bytes(self.header[len_at..need].try_into().expect("4 bytes"));
             if self.started {
                 counts.count(self.header[0]);
+                if matches!(self.header[0], b'P' | b'B' | b'Q') {
+                    self.reading = Some(self.header[0]);
+                }
             }
             self.started = true;
             self.skip = (len as usize).saturating_sub(4);
             self.header.clear();
+            if self.skip == 0 {
+                self.finish(counts);
+            }
+        }
+    }
+
+    /// A whole `P`, `B` or `Q` body was read: remember or count its statement.
+    fn finish(&mut self, counts: &Counts) {
+        let body = std::mem::take(&mut self.body);
+        match self.reading.take() {
+            Some(b'P') => {
+                let parts = cstrings(&body, 2);
+                if let [name, text] = parts.as_slice() {
+                    self.prepared.insert(name.clone(), label(text));
+                }
+            }
+            Some(b'B') => {
+                let parts = cstrings(&body, 2);
+                if let Some(name) = parts.get(1) {
+                    let label = self
+                        .prepared
+                        .get(name)
+                        .cloned()
+                        .unwrap_or_else(|| format!("(statement {name})"));
+                    counts.executed(&label);
+                }
+            }
+            Some(_) => counts.executed(&label(&String::from_utf8_lossy(&body))),
+            None => {}
         }
     }
 }

@@ -93,7 +93,13 @@ impl Engine for V2Engine {
             specs,
             halt: AtomicBool::new(false),
         });
-        Halt::settle(drive(cx).await)
+        let driven = drive(cx.clone()).await;
+        // A yielding run hands the task back with every transition it made committed.
+        let driven = match driven {
+            Ok(RunOutcome::Yielded) => cx.journal.flush().await.map(|()| RunOutcome::Yielded),
+            other => other,
+        };
+        Halt::settle(driven)
     }
 }
 
