@@ -65,11 +65,18 @@ impl BenchDb {
 
 /// The configuration `cairn serve` would run with on the database at `url` and `workers`
 /// workers; everything else is the default.
+/// `CAIRN_DB_COMMIT_WRITERS` in the environment sets the group-commit writers.
 pub fn config(url: &str, workers: usize) -> Config {
+    let defaults = Config::default();
+    let writers = std::env::var("CAIRN_DB_COMMIT_WRITERS")
+        .ok()
+        .map(|w| w.parse().expect("CAIRN_DB_COMMIT_WRITERS: a whole number"))
+        .unwrap_or(defaults.db_commit_writers);
     Config {
         database_url: Some(Secret::new(url.to_string())),
         workers,
-        ..Config::default()
+        db_commit_writers: writers,
+        ..defaults
     }
 }
 

@@ -8,7 +8,7 @@
 //! batch committed. Fencing stays per task: a member whose fence no longer matches comes back
 //! `LeaseLost` alone and the others commit.
 //!
-//! Tasks are spread over [`WRITERS`] writers by id, so the commits of one task always go
+//! Tasks are spread over the writers ([`DEFAULT_COMMIT_WRITERS`] unless configured) by id, so the commits of one task always go
 //! through the same writer in the order they were made; a writer puts a second change of a task
 //! already in its batch into the next one. A change whose caller stopped waiting before its
 //! batch started is dropped unwritten, as a statement never sent would be. A batch that fails
@@ -32,9 +32,11 @@ use crate::store::{Commit, StoreError};
 
 /// The most changes one statement carries.
 const MAX_BATCH: usize = 64;
-/// Writers per store (each with its own connection while busy). One keeps every commit of the
-/// process in one queue; two let Postgres work on one batch while the next is gathered.
-const WRITERS: usize = 2;
+/// Writers per store by default (`CAIRN_DB_COMMIT_WRITERS`), each with a connection while
+/// busy. Fewer writers make bigger batches (fewer transactions); more keep more of Postgres
+/// busy while a batch waits for its WAL flush. On a CPU-bound Postgres one writer measured
+/// fastest (docs/benchmarks.md: 1, 2, 4 and 8 writers side by side).
+pub const DEFAULT_COMMIT_WRITERS: usize = 1;
 
 /// How the group commit batched so far, for benchmarks and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -83,11 +85,11 @@ impl Drop for GroupCommit {
 }
 
 impl GroupCommit {
-    pub(super) fn start(pool: PgPool, hints: Arc<Outbox>) -> Self {
+    pub(super) fn start(pool: PgPool, hints: Arc<Outbox>, writers_wanted: usize) -> Self {
         let counters = Arc::new(Counters::default());
-        let mut queues = Vec::with_capacity(WRITERS);
-        let mut writers = Vec::with_capacity(WRITERS);
-        for _ in 0..WRITERS {
+        let mut queues = Vec::with_capacity(writers_wanted);
+        let mut writers = Vec::with_capacity(writers_wanted);
+        for _ in 0..writers_wanted.max(1) {
             let (queue, receiver) = mpsc::unbounded_channel();
             let writer = Writer {
                 pool: pool.clone(),
@@ -109,8 +111,8 @@ impl GroupCommit {
 
     /// Queues `member` for the next batch of its writer and waits for the outcome.
     pub(super) async fn commit(&self, member: Member) -> Result<Commit, StoreError> {
-        let shard =
-            usize::try_from(member.lease.task_id.as_u128() % WRITERS as u128).unwrap_or_default();
+        let count = self.queues.len().max(1) as u128;
+        let shard = usize::try_from(member.lease.task_id.as_u128() % count).unwrap_or_default();
         let (reply, outcome) = oneshot::channel();
         let queue = self.queues.get(shard).ok_or_else(stopped)?;
         queue

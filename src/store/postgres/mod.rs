@@ -10,13 +10,15 @@
 //!
 //! Layout, mirroring `sqlite/` file for file: [`schema`] embeds the migrations, [`tasks`]
 //! serves the API's task rows (create with idempotency, get, list, cancel), [`lease`] claims,
-//! heartbeats and reaps, [`commit`] applies fenced changes, [`history`] reads the append-only
+//! heartbeats and reaps, [`commit`] applies fenced changes (a batch of them per statement, gathered
+//! by [`group`]), [`history`] reads the append-only
 //! tables and receipts, [`rows`] maps rows to domain types. The rules both backends share (what a
 //! commit implies for the task's status, what cancel may do, idempotency replay, page bounds,
 //! which hints follow a write) live in `crate::store::rules`. Every statement is a static string
 //! with bound parameters; every time comes from the caller.
 //!
-//! Postgres-only: [`notify`] and [`outbox`]. Replicas are separate processes, so hints have to
+//! Postgres-only: [`group`] (SQLite writes through one connection and keeps one transaction per
+//! change: group commit would buy it nothing), [`notify`] and [`outbox`]. Replicas are separate processes, so hints have to
 //! travel through the database (`NOTIFY` after commit, a `LISTEN`ing connection); SQLite is
 //! single-node and its hints stay in an in-process channel, so it has no counterpart.
 
@@ -33,7 +35,7 @@ use super::*;
 use crate::domain::event::Event;
 use crate::domain::task::{Lease, NewTask, Task, TaskId};
 use crate::store::keys::{ApiKey, NewApiKey, NewStreamToken, StoredApiKey, StreamToken};
-pub use group::GroupStats;
+pub use group::{DEFAULT_COMMIT_WRITERS, GroupStats};
 
 mod commit;
 mod group;
@@ -58,6 +60,8 @@ const ACQUIRE_TIMEOUT: StdDuration = StdDuration::from_secs(10);
 pub struct PoolOptions {
     pub max_connections: u32,
     pub acquire_timeout: StdDuration,
+    /// Group-commit writers ([`group`]); at least one.
+    pub commit_writers: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -79,6 +83,7 @@ impl PgStore {
         let options = PoolOptions {
             max_connections,
             acquire_timeout: ACQUIRE_TIMEOUT,
+            commit_writers: DEFAULT_COMMIT_WRITERS,
         };
         Self::connect_with(url, options).await
     }
@@ -99,7 +104,11 @@ impl PgStore {
         let listening = notify::spawn(url.to_string(), listener, wakeups.clone());
         let hints = Arc::new(outbox::Outbox::default());
         let sending = outbox::spawn(pool.clone(), hints.clone());
-        let group = Arc::new(group::GroupCommit::start(pool.clone(), hints.clone()));
+        let group = Arc::new(group::GroupCommit::start(
+            pool.clone(),
+            hints.clone(),
+            options.commit_writers.max(1),
+        ));
         Ok(Self {
             pool,
             wakeups,
