@@ -14,7 +14,10 @@
 //!
 //! usage: `cargo bench --bench orchestration -- [TASKS] [STEPS] [CONCURRENCY] [SHAPE]`, or the
 //! env variables `TASKS`, `STEPS`, `CONCURRENCY`, `SHAPE` (defaults 200 8 8 one_milestone);
-//! `KEEP_DB=1` keeps the benchmark's database instead of dropping it.
+//! `KEEP_DB=1` keeps the benchmark's database instead of dropping it. `WIRE=1` puts a counting
+//! relay between the stack and Postgres ([`support::wire`]) and reports round trips and
+//! statements per step; such a run counts, its time is not comparable (the relay is a hop).
+//! Every run reports the write transactions per step (the distinct `xmin` of the event rows).
 //! Prints one line in the peers' format on stdout (details on stderr). It asserts that the
 //! work was done (every task succeeded with N steps), never anything about speed.
 // Test code: a failed set-up is a failed test, and it may read the wall clock.
@@ -32,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use support::fakes::{NoopTools, Shape, ZeroModel};
 use support::stack::{self, BenchDb, Stack};
+use support::wire::WireCounter;
 
 struct Params {
     tasks: usize,
@@ -75,7 +79,15 @@ fn params() -> Params {
 async fn main() {
     let p = params();
     let db = BenchDb::create().await;
-    let config = stack::config(&db.url, p.conc);
+    let wire = match std::env::var_os("WIRE") {
+        Some(_) => Some(WireCounter::start(stack::upstream(&db.url)).await),
+        None => None,
+    };
+    let url = match &wire {
+        Some(wire) => stack::through(&db.url, wire.addr),
+        None => db.url.clone(),
+    };
+    let config = stack::config(&url, p.conc);
     let model = Arc::new(ZeroModel {
         shape: p.shape,
         steps: p.steps,
@@ -83,6 +95,9 @@ async fn main() {
     let stack = Stack::start(&config, model, Arc::new(NoopTools { hold: None })).await;
     let observer = stack::observer(&db).await;
 
+    let wire_before = wire.as_ref().map(|wire| wire.counts.tally());
+    let statements_before = wire.as_ref().map(|wire| wire.counts.statements());
+    let xid_before = stack::next_xid(&observer).await;
     let t0 = Instant::now();
     let store = stack.store.clone();
     let tasks = p.tasks;
@@ -98,6 +113,9 @@ async fn main() {
     .await;
     let wall = done.duration_since(t0).as_secs_f64();
     submitting.await.expect("submitter");
+    let xids = stack::next_xid(&observer).await - xid_before;
+    let wire_after = wire.as_ref().map(|wire| wire.counts.tally());
+    let statements_after = wire.as_ref().map(|wire| wire.counts.statements());
 
     // The benchmark is only meaningful if the work was really done.
     let tally = stack::tally(&observer).await;
@@ -126,6 +144,39 @@ async fn main() {
         events as f64 / p.tasks as f64,
         events as f64 / wall,
     );
+
+    let total = total_steps;
+    let event_tx = stack::event_transactions(&observer).await;
+    eprintln!(
+        "cairn orchestration: write transactions per step: {:.2} with events in this database \
+         ({event_tx}), {:.2} cluster-wide xids ({xids}, other databases' included)",
+        event_tx as f64 / total,
+        xids as f64 / total,
+    );
+    if let (Some(before), Some(after)) = (wire_before, wire_after) {
+        let per = |after: u64, before: u64| (after - before) as f64 / total;
+        eprintln!(
+            "cairn orchestration: per step through the counting relay: {:.2} round trips, \
+             {:.2} statements, {:.2} bare syncs (pings), {:.3} parses; {} connections \
+             (WIRE=1: counted, not timed)",
+            per(after.round_trips, before.round_trips),
+            per(after.statements, before.statements),
+            per(after.pings_or_empty, before.pings_or_empty),
+            per(after.parses, before.parses),
+            after.connections,
+        );
+    }
+    if let (Some(before), Some(after)) = (statements_before, statements_after) {
+        for (label, count) in after {
+            let count = count - before.get(&label).copied().unwrap_or(0);
+            if count > 0 {
+                eprintln!(
+                    "cairn orchestration:   {:>7.3} per step  {label}",
+                    count as f64 / total
+                );
+            }
+        }
+    }
 
     stack.shutdown().await;
     observer.close().await;

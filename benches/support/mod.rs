@@ -3,3 +3,4 @@
 
 pub mod fakes;
 pub mod stack;
+pub mod wire;

@@ -65,11 +65,18 @@ impl BenchDb {
 
 /// The configuration `cairn serve` would run with on the database at `url` and `workers`
 /// workers; everything else is the default.
+/// `CAIRN_DB_COMMIT_WRITERS` in the environment sets the group-commit writers.
 pub fn config(url: &str, workers: usize) -> Config {
+    let defaults = Config::default();
+    let writers = std::env::var("CAIRN_DB_COMMIT_WRITERS")
+        .ok()
+        .map(|w| w.parse().expect("CAIRN_DB_COMMIT_WRITERS: a whole number"))
+        .unwrap_or(defaults.db_commit_writers);
     Config {
         database_url: Some(Secret::new(url.to_string())),
         workers,
-        ..Config::default()
+        db_commit_writers: writers,
+        ..defaults
     }
 }
 
@@ -229,4 +236,53 @@ pub async fn count_events(observer: &sqlx::PgPool, kind: &str) -> i64 {
         .fetch_one(observer)
         .await
         .expect("count events")
+}
+
+/// The transactions that wrote this database's event rows: each row's `xmin` is the id of
+/// the transaction that inserted it, so this counts write transactions exactly, in this
+/// database only (every cairn transition writes at least one event).
+pub async fn event_transactions(observer: &sqlx::PgPool) -> i64 {
+    sqlx::query_scalar("SELECT count(DISTINCT xmin::text) FROM events")
+        .fetch_one(observer)
+        .await
+        .expect("count event transactions")
+}
+
+/// The next transaction id the cluster will assign (read without taking one). Its growth over
+/// a run counts every write transaction of the cluster, other databases' included.
+pub async fn next_xid(observer: &sqlx::PgPool) -> i64 {
+    sqlx::query_scalar("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
+        .fetch_one(observer)
+        .await
+        .expect("read the next transaction id")
+}
+
+/// `url` with its host and port replaced by `relay`'s, TLS off (for [`super::wire`]).
+pub fn through(url: &str, relay: std::net::SocketAddr) -> String {
+    let (scheme, rest) = url.split_once("://").expect("a postgres:// url");
+    let (auth, path) = match rest.split_once('@') {
+        Some((auth, hostpath)) => (format!("{auth}@"), hostpath),
+        None => (String::new(), rest),
+    };
+    let path = path.split_once('/').map(|(_, p)| p).unwrap_or("");
+    let sep = if path.contains('?') { '&' } else { '?' };
+    format!("{scheme}://{auth}{relay}/{path}{sep}sslmode=disable")
+}
+
+/// The `host:port` of a postgres url (defaults to port 5432), resolved to an address.
+pub fn upstream(url: &str) -> std::net::SocketAddr {
+    let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+    let hostpath = rest.rsplit_once('@').map(|(_, h)| h).unwrap_or(rest);
+    let hostport = hostpath.split(['/', '?']).next().unwrap_or(hostpath);
+    let hostport = if hostport.contains(':') {
+        hostport.to_string()
+    } else {
+        format!("{hostport}:5432")
+    };
+    use std::net::ToSocketAddrs;
+    hostport
+        .to_socket_addrs()
+        .expect("resolve the database host")
+        .next()
+        .expect("an address for the database host")
 }

@@ -73,6 +73,9 @@ impl Config {
             "CAIRN_DB_MAX_CONNECTIONS" => {
                 self.db_max_connections = parse(name, value, "a whole number")?
             }
+            "CAIRN_DB_COMMIT_WRITERS" => {
+                self.db_commit_writers = parse(name, value, "a whole number")?
+            }
             "CAIRN_LOG_FORMAT" => {
                 self.log_format = match value.trim() {
                     "text" => LogFormat::Text,

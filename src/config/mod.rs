@@ -78,6 +78,9 @@ pub struct Config {
     pub db_max_connections: u32,
     /// How long a request waits for a pooled Postgres connection before it fails (503).
     pub db_acquire_timeout_ms: u64,
+    /// Postgres group-commit writers: each applies the queued commits of its share of the
+    /// tasks as one statement (see `store::postgres`).
+    pub db_commit_writers: usize,
     /// The HTTP server's timeouts and connection, rate and stream limits (`[http]`).
     pub http: crate::http::HttpLimits,
     pub log_format: LogFormat,
@@ -128,6 +131,7 @@ impl Default for Config {
             shutdown_grace_ms: 10_000,
             db_max_connections: 16,
             db_acquire_timeout_ms: 2_000,
+            db_commit_writers: crate::store::postgres::DEFAULT_COMMIT_WRITERS,
             http: crate::http::HttpLimits::default(),
             log_format: LogFormat::Text,
             tools_file: None,
@@ -171,6 +175,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_ENGINE_REPAIR_AT", "engine.pressure_frac"),
     ("CAIRN_ENGINE_MAX_PARALLEL", "engine.max_parallel"),
     ("CAIRN_DB_ACQUIRE_TIMEOUT_MS", "db_acquire_timeout_ms"),
+    ("CAIRN_DB_COMMIT_WRITERS", "db_commit_writers"),
     ("CAIRN_AUTH", "auth"),
 ];
 

@@ -24,6 +24,7 @@ impl Config {
             sqlite_path: self.sqlite_path.clone(),
             max_connections: self.db_max_connections,
             acquire_timeout_ms: self.db_acquire_timeout_ms,
+            commit_writers: self.db_commit_writers,
         }
     }
 }

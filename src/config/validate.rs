@@ -158,6 +158,12 @@ impl Config {
                 "must be positive".into(),
             ));
         }
+        if self.db_commit_writers == 0 || self.db_commit_writers > 64 {
+            return Err(invalid(
+                "db_commit_writers (CAIRN_DB_COMMIT_WRITERS)",
+                "must be 1..=64".into(),
+            ));
+        }
         Ok(())
     }
 

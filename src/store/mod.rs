@@ -358,6 +358,8 @@ pub struct StoreSettings {
     /// How long an operation waits for a pooled Postgres connection before it fails with a
     /// transient error (which the API answers 503).
     pub acquire_timeout_ms: u64,
+    /// Postgres group-commit writers.
+    pub commit_writers: usize,
 }
 
 /// Opens the store the settings ask for: Postgres when `database_url` is set, else the
@@ -370,6 +372,7 @@ pub async fn open(settings: &StoreSettings) -> Result<std::sync::Arc<dyn Store>,
                 postgres::PoolOptions {
                     max_connections: settings.max_connections,
                     acquire_timeout: std::time::Duration::from_millis(settings.acquire_timeout_ms),
+                    commit_writers: settings.commit_writers,
                 },
             )
             .await?,

@@ -1,18 +1,12 @@
-//! The engine's checkpoint and the one door through which it is written.
-//!
-//! Why one door: milestones run in parallel, yet the task has one `state` column and one event
-//! sequence. Every transition goes through [`Journal::record`], which takes the state lock,
-//! applies the mutation to a draft, and commits draft + events + ledger entries + artifacts
-//! (+ plan version, + terminal status) in ONE fenced transaction. Only when the commit applied
-//! does the draft become the in-memory state, so memory never runs ahead of the database and a
-//! crash resumes from exactly what the last event describes.
+//! The engine's checkpoint: the task's resumable state and the [`Record`] of one transition.
+//! The one door through which both are written is the [`Journal`] ([`super::journal`]).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::Mutex;
 
+pub use super::journal::Journal;
 use crate::domain::event::NewEvent;
 use crate::domain::gate::GateRecord;
 use crate::domain::ledger::{Ledger, LedgerMovement};
@@ -20,8 +14,8 @@ use crate::domain::plan::Plan;
 use crate::domain::repair::{RepairHistory, RepairLevel, ReplanReason};
 pub use crate::domain::report::{Metrics, Spend};
 use crate::domain::task::TaskStatus;
-use crate::engine::{Applied, EngineError, Halt, RunContext};
-use crate::store::{Change, NewArtifact, NewLedgerEntry, NewPlanVersion};
+use crate::engine::EngineError;
+use crate::store::{NewArtifact, NewLedgerEntry};
 
 /// Where a task stands in the v2 flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -278,115 +272,6 @@ impl Record {
             self.result = other.result;
         }
     }
-}
-
-/// The serialized writer of a task's state (see the module docs).
-pub struct Journal {
-    ctx: RunContext,
-    state: Mutex<TaskState>,
-}
-
-impl Journal {
-    pub fn new(ctx: RunContext, state: TaskState) -> Self {
-        Self {
-            ctx,
-            state: Mutex::new(state),
-        }
-    }
-
-    pub fn ctx(&self) -> &RunContext {
-        &self.ctx
-    }
-
-    /// A copy of the current state (for decisions made outside the lock).
-    pub async fn snapshot(&self) -> TaskState {
-        self.state.lock().await.clone()
-    }
-
-    pub async fn read<R>(&self, f: impl FnOnce(&TaskState) -> R) -> R {
-        f(&*self.state.lock().await)
-    }
-
-    /// [`Journal::record`] for the transition of one model call: every event it writes is
-    /// marked with the call's prompt version ([`Record::prompted`]).
-    pub async fn record_prompted<R>(
-        &self,
-        prompt: &str,
-        mutate: impl FnOnce(&mut TaskState) -> Result<(Record, R), Halt>,
-    ) -> Result<(Applied, R), Halt> {
-        self.record(|state| {
-            let (mut record, out) = mutate(state)?;
-            record.prompted(prompt);
-            Ok((record, out))
-        })
-        .await
-    }
-
-    /// Applies `mutate` to a draft and commits it with the [`Record`] it returns, atomically.
-    pub async fn record<R>(
-        &self,
-        mutate: impl FnOnce(&mut TaskState) -> Result<(Record, R), Halt>,
-    ) -> Result<(Applied, R), Halt> {
-        let mut guard = self.state.lock().await;
-        let mut draft = guard.clone();
-        let (record, out) = mutate(&mut draft)?;
-        let plan_version = match record.plan_version {
-            Some((reason, caused_by_seq)) => {
-                draft.plan_version += 1;
-                if draft.plan_version > 1 {
-                    draft.metrics.replans += 1;
-                }
-                Some(NewPlanVersion {
-                    version: draft.plan_version,
-                    reason,
-                    caused_by_seq,
-                    plan: plan_snapshot(&draft),
-                })
-            }
-            None => None,
-        };
-        let state = serde_json::to_value(&draft)
-            .map_err(|error| EngineError::Checkpoint(error.to_string()))?;
-        let applied = self
-            .ctx
-            .commit(Change {
-                status: record.status,
-                result: record.result,
-                state: Some(state),
-                plan_version,
-                events: record.events,
-                ledger: record.ledger,
-                artifacts: record.artifacts,
-                release: false,
-            })
-            .await?;
-        *guard = draft;
-        Ok((applied, out))
-    }
-}
-
-/// A plan version's body: the plan (milestone statuses and steps), plus the ledger state and
-/// the names of the artifacts each milestone holds, so a version is readable on its own.
-fn plan_snapshot(state: &TaskState) -> Value {
-    let mut value = serde_json::to_value(&state.plan).unwrap_or(Value::Null);
-    if let Value::Object(map) = &mut value {
-        if let Some(ledger) = &state.ledger {
-            map.insert(
-                "ledger".into(),
-                serde_json::to_value(ledger).unwrap_or(Value::Null),
-            );
-        }
-        let refs: BTreeMap<&String, Vec<&String>> = state
-            .artifacts
-            .iter()
-            .map(|(milestone, named)| (milestone, named.keys().collect()))
-            .collect();
-        map.insert(
-            "artifacts".into(),
-            serde_json::to_value(refs).unwrap_or(Value::Null),
-        );
-    }
-    value
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@
 //!   tools of a shadow run.
 //! - [`checkpoint`]: the task's resumable state and the [`checkpoint::Journal`], the one door
 //!   through which a transition (state + events + ledger + artifacts + plan version) is
-//!   committed, fenced, in one transaction.
+//!   committed, fenced, in one transaction ([`journal`]: transitions with nothing external
+//!   between them share one commit).
 //! - [`attempt`]: the [`attempt::Attempt`] of one run at a task: journal, ports, settings, the
 //!   tool registry, and the two ways of spending budget (asking a model, calling a tool).
 //! - [`ledger`]: charging spend to the books and persisting the movements.
@@ -14,6 +15,7 @@
 pub mod adapters;
 pub mod attempt;
 pub mod checkpoint;
+pub mod journal;
 pub mod ledger;
 pub mod ports;
 pub mod sandbox;

@@ -245,6 +245,8 @@ async fn execute(cx: &Attempt, direct: &DirectState, step: &Step) -> Result<(), 
         .iter()
         .map(|s| (s.tool.as_str(), &s.args));
     let repeat = Repeat::among(&step.tool, &step.args, earlier);
+    // Nothing staged may wait past a tool call.
+    cx.journal.flush().await?;
     let called = cx
         .call_tool(ToolCall {
             task_id: cx.task().id,

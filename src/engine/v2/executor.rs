@@ -81,6 +81,8 @@ pub async fn run_next_step(cx: &Attempt, milestone_id: &str) -> Result<StepOutco
     let earlier = milestone.steps[..index]
         .iter()
         .map(|s| (s.tool.as_str(), &s.args));
+    // Nothing staged may wait past a tool call.
+    cx.journal.flush().await?;
     let called = cx
         .call_tool(ToolCall {
             task_id: cx.task().id,

@@ -91,8 +91,9 @@ pub async fn decide(cx: &Attempt) -> Result<Route, Halt> {
     };
     let route = decision.route;
     let event = serde_json::to_value(&decision).unwrap_or(Value::Null);
+    // Staged: the plan (or the first direct round) that follows commits it.
     cx.journal
-        .record(|state| {
+        .stage(|state| {
             let mut record = Record::default();
             if let Some(spend) = spend {
                 ledger::charge(state, None, spend, "gate", &mut record)?;

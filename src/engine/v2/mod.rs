@@ -11,10 +11,14 @@
 //!   all milestones done --> goal verifier --> result with spend per unit per milestone
 //! ```
 //!
-//! Every transition is one fenced commit through [`Journal`](crate::engine::runtime::checkpoint::Journal): its event(s), its
-//! ledger entries, its artifacts, a plan version when the plan changed, and the checkpoint the
-//! next attempt resumes from. Models and tools are reached through [`ports`](crate::engine::runtime::ports), so the engine's
-//! decisions are tested with fakes as well as against the simulator.
+//! Every transition is committed, fenced, through
+//! [`Journal`](crate::engine::runtime::checkpoint::Journal): its event(s), its ledger entries,
+//! its artifacts, a plan version when the plan changed, and the checkpoint the next attempt
+//! resumes from. The transitions nothing external follows (the gate decision, the accepted
+//! plan, a milestone's start, a check's decision, the verifier's verdict) are staged and share
+//! the next commit; every tool call and every yield is preceded by a flush. Models and tools
+//! are reached through [`ports`](crate::engine::runtime::ports), so the engine's decisions are
+//! tested with fakes as well as against the simulator.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -93,7 +97,13 @@ impl Engine for V2Engine {
             specs,
             halt: AtomicBool::new(false),
         });
-        Halt::settle(drive(cx).await)
+        let driven = drive(cx.clone()).await;
+        // A yielding run hands the task back with every transition it made committed.
+        let driven = match driven {
+            Ok(RunOutcome::Yielded) => cx.journal.flush().await.map(|()| RunOutcome::Yielded),
+            other => other,
+        };
+        Halt::settle(driven)
     }
 }
 

@@ -80,6 +80,8 @@ pub async fn check(cx: &Attempt, milestone_id: &str, cause: CheckCause) -> Resul
         run: &run,
         artifacts: &artifacts,
     };
+    // Command leaves call tools: nothing staged may wait past them.
+    cx.journal.flush().await?;
     let (external, spends) = perform(cx, &subject).await;
     let evaluated = Evaluated {
         milestone_id,
@@ -88,7 +90,9 @@ pub async fn check(cx: &Attempt, milestone_id: &str, cause: CheckCause) -> Resul
         external,
         spends,
     };
-    let (applied, exhausted) = cx.journal.record(|state| decide(state, &evaluated)).await?;
+    // Staged: what follows (a repair, the next milestone's start and steps, the verifier and
+    // the ending) commits it.
+    let (applied, exhausted) = cx.journal.stage(|state| decide(state, &evaluated)).await?;
     Ok(Checked {
         outcome: evaluated.outcome,
         seq: applied.last_seq,

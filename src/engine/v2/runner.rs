@@ -96,8 +96,9 @@ async fn begin(
         .await;
     match status {
         Some(MilestoneStatus::Pending) => {
+            // Staged: the tactical steps (or the first tool call's flush) commit it.
             cx.journal
-                .record(|state| {
+                .stage(|state| {
                     if let Some(m) = state
                         .plan
                         .as_mut()

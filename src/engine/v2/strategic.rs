@@ -129,9 +129,10 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
             cause: replan.as_ref().and_then(|r| r.failure.seq),
             replanned: replan.as_ref().and_then(|r| r.milestone),
         };
+        // Staged: the first milestone's tactical steps commit it with its start.
         let accepted = cx
             .journal
-            .record_prompted(&asked.prompt, |state| commit(state, cx, &asked, &proposal))
+            .stage_prompted(&asked.prompt, |state| commit(state, cx, &asked, &proposal))
             .await?
             .1;
         if accepted {

@@ -67,9 +67,10 @@ pub async fn verify_goal(
         },
         Err(error) => (None, error.message.clone()),
     };
+    // Staged: the ending (or the replan) that follows commits it.
     let (applied, ()) = cx
         .journal
-        .record_prompted(&asked.prompt, |state| {
+        .stage_prompted(&asked.prompt, |state| {
             let mut record = Record::default();
             ledger::charge(state, None, asked.spend, "verifier", &mut record)?;
             state.phase = if state.phase == Phase::Direct {
@@ -104,7 +105,7 @@ async fn programmatic_fail(
     );
     let (applied, ()) = cx
         .journal
-        .record(|state| {
+        .stage(|state| {
             state.phase = if state.phase == Phase::Direct {
                 Phase::Direct
             } else {

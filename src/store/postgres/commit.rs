@@ -1,137 +1,247 @@
-//! The fenced worker write: one [`Change`] applied by one statement, or nothing at all.
+//! The fenced worker write: a batch of [`Change`]s, one per task, applied by ONE statement.
 //!
-//! The statement's first step updates the task row *through the fence* (`claimed_by`, `fence`,
-//! `status = 'running'`), which also row-locks it and bumps `last_seq` by the number of events.
-//! Every insert that follows reads from that step, so when the fence does not match nothing at
-//! all is written and the outcome is [`Commit::LeaseLost`]. Events are numbered from the bumped
+//! The statement first locks, in task-id order, the rows whose fence still matches
+//! (`claimed_by`, `fence`, `status = 'running'`), then updates exactly those rows and bumps each
+//! `last_seq` by its member's number of events. Every insert that follows joins on that update,
+//! so a member whose fence does not match writes nothing at all and comes back
+//! [`Commit::LeaseLost`], while the other members commit. Events are numbered from the bumped
 //! `last_seq` while the row lock is held, so seqs stay dense even against a concurrent cancel or
-//! reaper. Batches are bound as arrays and expanded with `UNNEST`: a change costs one round trip
-//! and one implicit transaction however many rows it carries; the hints go out after it.
+//! reaper. Every column is bound as an array and expanded with `UNNEST`: a batch costs one round
+//! trip and one implicit transaction however many members and rows it carries; the hints go out
+//! after it. [`super::group`] gathers the batches; a batch of one is the plain commit.
+
+use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::{PgPool, Row};
+use sqlx::{PgConnection, Row};
 
 use super::outbox::Outbox;
-use crate::domain::task::Lease;
+use crate::domain::task::{Lease, TaskId};
 use crate::store::rules::CommitEffect;
 use crate::store::{Change, Commit, StoreError};
 
 const COMMIT: &str = "\
-WITH moved AS ( \
-    UPDATE tasks SET status = $4, last_seq = last_seq + $5, updated_at = $6, \
-        finished_at = CASE WHEN $7 THEN $6 ELSE finished_at END, \
-        claimed_by = CASE WHEN $8 THEN claimed_by END, \
-        lease_expires_at = CASE WHEN $8 THEN lease_expires_at END, \
-        result = COALESCE($9, result), state = COALESCE($10, state), \
-        plan_version = COALESCE($11, plan_version) \
-    WHERE id = $1 AND claimed_by = $2 AND fence = $3 AND status = 'running' \
-    RETURNING id, last_seq \
+WITH input AS ( \
+    SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::bigint[], $4::text[], $5::bigint[], \
+        $6::timestamptz[], $7::boolean[], $8::boolean[], $9::jsonb[], $10::jsonb[], \
+        $11::integer[]) \
+        AS i(id, worker, fence, status, count, now, finishes, keeps, result, state, plan_version) \
+), locked AS ( \
+    SELECT i.* FROM input i JOIN tasks t ON t.id = i.id \
+    WHERE t.claimed_by = i.worker AND t.fence = i.fence AND t.status = 'running' \
+    ORDER BY i.id FOR UPDATE OF t \
+), moved AS ( \
+    UPDATE tasks t SET status = i.status, last_seq = t.last_seq + i.count, updated_at = i.now, \
+        finished_at = CASE WHEN i.finishes THEN i.now ELSE t.finished_at END, \
+        claimed_by = CASE WHEN i.keeps THEN t.claimed_by END, \
+        lease_expires_at = CASE WHEN i.keeps THEN t.lease_expires_at END, \
+        result = COALESCE(i.result, t.result), state = COALESCE(i.state, t.state), \
+        plan_version = COALESCE(i.plan_version, t.plan_version) \
+    FROM locked i \
+    WHERE t.id = i.id AND t.claimed_by = i.worker AND t.fence = i.fence AND t.status = 'running' \
+    RETURNING t.id, t.last_seq, i.count, i.now \
 ), logged AS ( \
     INSERT INTO events (task_id, seq, kind, data, created_at) \
-    SELECT m.id, m.last_seq - $5 + e.ord, e.kind, e.data, $6 \
-    FROM moved m, UNNEST($12::text[], $13::jsonb[]) WITH ORDINALITY AS e(kind, data, ord) \
+    SELECT m.id, m.last_seq - m.count + e.pos, e.kind, e.data, m.now \
+    FROM moved m JOIN UNNEST($12::uuid[], $13::bigint[], $14::text[], $15::jsonb[]) \
+        AS e(id, pos, kind, data) ON e.id = m.id \
 ), planned AS ( \
     INSERT INTO plan_versions (task_id, version, reason, caused_by_seq, plan, created_at) \
-    SELECT m.id, $11, $14, $15, $16, $6 FROM moved m WHERE $11::integer IS NOT NULL \
+    SELECT m.id, p.version, p.reason, p.caused_by_seq, p.plan, m.now \
+    FROM moved m JOIN UNNEST($16::uuid[], $17::integer[], $18::text[], $19::bigint[], \
+        $20::jsonb[]) AS p(id, version, reason, caused_by_seq, plan) ON p.id = m.id \
 ), charged AS ( \
     INSERT INTO ledger_entries (task_id, milestone_id, kind, unit, amount, created_at) \
-    SELECT m.id, e.milestone_id, e.kind, e.unit, e.amount, $6 \
-    FROM moved m, UNNEST($17::text[], $18::text[], $19::text[], $20::bigint[]) \
-        WITH ORDINALITY AS e(milestone_id, kind, unit, amount, ord) \
+    SELECT m.id, e.milestone_id, e.kind, e.unit, e.amount, m.now \
+    FROM moved m JOIN UNNEST($21::uuid[], $22::text[], $23::text[], $24::text[], \
+        $25::bigint[]) WITH ORDINALITY AS e(id, milestone_id, kind, unit, amount, ord) \
+        ON e.id = m.id \
     ORDER BY e.ord \
 ), kept AS ( \
     INSERT INTO artifacts (task_id, milestone_id, name, value, created_at) \
-    SELECT m.id, e.milestone_id, e.name, e.value, $6 \
-    FROM moved m, UNNEST($21::text[], $22::text[], $23::jsonb[]) \
-        WITH ORDINALITY AS e(milestone_id, name, value, ord) \
+    SELECT m.id, e.milestone_id, e.name, e.value, m.now \
+    FROM moved m JOIN UNNEST($26::uuid[], $27::text[], $28::text[], $29::jsonb[]) \
+        WITH ORDINALITY AS e(id, milestone_id, name, value, ord) ON e.id = m.id \
     ORDER BY e.ord \
 ) \
-SELECT last_seq FROM moved";
+SELECT id, last_seq FROM moved";
 
-pub(super) async fn commit(
-    pool: &PgPool,
+/// One task's change in a batch, under the lease it was made with.
+#[derive(Debug, Clone)]
+pub(super) struct Member {
+    pub(super) lease: Lease,
+    pub(super) change: Change,
+    pub(super) now: DateTime<Utc>,
+}
+
+/// Applies `members` (distinct tasks) in one statement on `conn`; the outcomes come back in
+/// the members' order, and the hints of the applied ones are recorded in `hints`.
+pub(super) async fn apply(
+    conn: &mut PgConnection,
     hints: &Outbox,
-    lease: &Lease,
-    change: Change,
-    now: DateTime<Utc>,
-) -> Result<Commit, StoreError> {
-    let effect = CommitEffect::of(&change);
-    let count = i64::try_from(change.events.len())
-        .map_err(|_| StoreError::Corrupt("too many events in one change".to_string()))?;
-    let columns = Columns::from(change.events, change.ledger, change.artifacts);
-    let plan = change.plan_version;
-
-    let row = sqlx::query(COMMIT)
-        .bind(lease.task_id)
-        .bind(&lease.worker_id)
-        .bind(lease.fence)
-        .bind(effect.status.as_str())
-        .bind(count)
-        .bind(now)
-        .bind(effect.sets_finished_at())
-        .bind(effect.keeps_lease())
-        .bind(change.result)
-        .bind(change.state)
-        .bind(plan.as_ref().map(|plan| plan.version))
-        .bind(columns.event_kinds)
-        .bind(columns.event_data)
-        .bind(plan.as_ref().map(|plan| plan.reason.clone()))
-        .bind(plan.as_ref().and_then(|plan| plan.caused_by_seq))
-        .bind(plan.map(|plan| plan.plan))
-        .bind(columns.ledger_milestones)
-        .bind(columns.ledger_kinds)
-        .bind(columns.ledger_units)
-        .bind(columns.ledger_amounts)
-        .bind(columns.artifact_milestones)
-        .bind(columns.artifact_names)
-        .bind(columns.artifact_values)
-        .fetch_optional(pool)
+    members: &[Member],
+) -> Result<Vec<Commit>, StoreError> {
+    let columns = Columns::from(members)?;
+    let rows = sqlx::query(COMMIT)
+        .bind(columns.ids)
+        .bind(columns.workers)
+        .bind(columns.fences)
+        .bind(columns.statuses)
+        .bind(&columns.counts)
+        .bind(columns.nows)
+        .bind(columns.finishes)
+        .bind(columns.keeps)
+        .bind(columns.results)
+        .bind(columns.states)
+        .bind(columns.plan_versions)
+        .bind(columns.events.ids)
+        .bind(columns.events.positions)
+        .bind(columns.events.kinds)
+        .bind(columns.events.data)
+        .bind(columns.plans.ids)
+        .bind(columns.plans.versions)
+        .bind(columns.plans.reasons)
+        .bind(columns.plans.causes)
+        .bind(columns.plans.bodies)
+        .bind(columns.ledger.ids)
+        .bind(columns.ledger.milestones)
+        .bind(columns.ledger.kinds)
+        .bind(columns.ledger.units)
+        .bind(columns.ledger.amounts)
+        .bind(columns.artifacts.ids)
+        .bind(columns.artifacts.milestones)
+        .bind(columns.artifacts.names)
+        .bind(columns.artifacts.values)
+        .fetch_all(conn)
         .await?;
-    let Some(row) = row else {
-        return Ok(Commit::LeaseLost);
-    };
-    let last_seq: i64 = row.try_get("last_seq")?;
-    hints.publish(effect.wakeups(lease.task_id, last_seq, count));
-    Ok(CommitEffect::applied(last_seq, count))
+    let mut moved: HashMap<TaskId, i64> = HashMap::with_capacity(rows.len());
+    for row in &rows {
+        moved.insert(row.try_get("id")?, row.try_get("last_seq")?);
+    }
+    let outcomes = members
+        .iter()
+        .zip(&columns.counts)
+        .map(|(member, &count)| match moved.get(&member.lease.task_id) {
+            None => Commit::LeaseLost,
+            Some(&last_seq) => {
+                let effect = CommitEffect::of(&member.change);
+                hints.publish(effect.wakeups(member.lease.task_id, last_seq, count));
+                CommitEffect::applied(last_seq, count)
+            }
+        })
+        .collect();
+    Ok(outcomes)
 }
 
-/// A change's rows turned inside out: one array per column, as `UNNEST` wants them.
+/// A batch's rows turned inside out: one array per column, as `UNNEST` wants them. Every row
+/// of a child table carries its member's task id, which the statement joins on.
 #[derive(Default)]
-struct Columns {
-    event_kinds: Vec<String>,
-    event_data: Vec<Value>,
-    ledger_milestones: Vec<Option<String>>,
-    ledger_kinds: Vec<String>,
-    ledger_units: Vec<String>,
-    ledger_amounts: Vec<i64>,
-    artifact_milestones: Vec<String>,
-    artifact_names: Vec<String>,
-    artifact_values: Vec<Value>,
+struct Columns<'a> {
+    ids: Vec<TaskId>,
+    workers: Vec<&'a str>,
+    fences: Vec<i64>,
+    statuses: Vec<&'static str>,
+    counts: Vec<i64>,
+    nows: Vec<DateTime<Utc>>,
+    finishes: Vec<bool>,
+    keeps: Vec<bool>,
+    results: Vec<Option<&'a Value>>,
+    states: Vec<Option<&'a Value>>,
+    plan_versions: Vec<Option<i32>>,
+    events: EventColumns<'a>,
+    plans: PlanColumns<'a>,
+    ledger: LedgerColumns<'a>,
+    artifacts: ArtifactColumns<'a>,
 }
 
-impl Columns {
-    fn from(
-        events: Vec<crate::domain::event::NewEvent>,
-        ledger: Vec<crate::store::NewLedgerEntry>,
-        artifacts: Vec<crate::store::NewArtifact>,
-    ) -> Self {
+#[derive(Default)]
+struct EventColumns<'a> {
+    ids: Vec<TaskId>,
+    positions: Vec<i64>,
+    kinds: Vec<&'a str>,
+    data: Vec<&'a Value>,
+}
+
+#[derive(Default)]
+struct PlanColumns<'a> {
+    ids: Vec<TaskId>,
+    versions: Vec<i32>,
+    reasons: Vec<&'a str>,
+    causes: Vec<Option<i64>>,
+    bodies: Vec<&'a Value>,
+}
+
+#[derive(Default)]
+struct LedgerColumns<'a> {
+    ids: Vec<TaskId>,
+    milestones: Vec<Option<&'a str>>,
+    kinds: Vec<&'a str>,
+    units: Vec<&'a str>,
+    amounts: Vec<i64>,
+}
+
+#[derive(Default)]
+struct ArtifactColumns<'a> {
+    ids: Vec<TaskId>,
+    milestones: Vec<&'a str>,
+    names: Vec<&'a str>,
+    values: Vec<&'a Value>,
+}
+
+impl<'a> Columns<'a> {
+    fn from(members: &'a [Member]) -> Result<Self, StoreError> {
         let mut columns = Columns::default();
-        for event in events {
-            columns.event_kinds.push(event.kind);
-            columns.event_data.push(event.data);
+        for member in members {
+            columns.push(member)?;
         }
-        for entry in ledger {
-            columns.ledger_milestones.push(entry.milestone_id);
-            columns.ledger_kinds.push(entry.kind);
-            columns.ledger_units.push(entry.unit);
-            columns.ledger_amounts.push(entry.amount);
+        Ok(columns)
+    }
+
+    fn push(&mut self, member: &'a Member) -> Result<(), StoreError> {
+        let Member { lease, change, now } = member;
+        let id = lease.task_id;
+        let effect = CommitEffect::of(change);
+        let count = i64::try_from(change.events.len())
+            .map_err(|_| StoreError::Corrupt("too many events in one change".to_string()))?;
+        self.ids.push(id);
+        self.workers.push(&lease.worker_id);
+        self.fences.push(lease.fence);
+        self.statuses.push(effect.status.as_str());
+        self.counts.push(count);
+        self.nows.push(*now);
+        self.finishes.push(effect.sets_finished_at());
+        self.keeps.push(effect.keeps_lease());
+        self.results.push(change.result.as_ref());
+        self.states.push(change.state.as_ref());
+        self.plan_versions
+            .push(change.plan_version.as_ref().map(|plan| plan.version));
+        for (position, event) in (1..).zip(&change.events) {
+            self.events.ids.push(id);
+            self.events.positions.push(position);
+            self.events.kinds.push(&event.kind);
+            self.events.data.push(&event.data);
         }
-        for artifact in artifacts {
-            columns.artifact_milestones.push(artifact.milestone_id);
-            columns.artifact_names.push(artifact.name);
-            columns.artifact_values.push(artifact.value);
+        if let Some(plan) = &change.plan_version {
+            self.plans.ids.push(id);
+            self.plans.versions.push(plan.version);
+            self.plans.reasons.push(&plan.reason);
+            self.plans.causes.push(plan.caused_by_seq);
+            self.plans.bodies.push(&plan.plan);
         }
-        columns
+        for entry in &change.ledger {
+            self.ledger.ids.push(id);
+            self.ledger.milestones.push(entry.milestone_id.as_deref());
+            self.ledger.kinds.push(&entry.kind);
+            self.ledger.units.push(&entry.unit);
+            self.ledger.amounts.push(entry.amount);
+        }
+        for artifact in &change.artifacts {
+            self.artifacts.ids.push(id);
+            self.artifacts.milestones.push(&artifact.milestone_id);
+            self.artifacts.names.push(&artifact.name);
+            self.artifacts.values.push(&artifact.value);
+        }
+        Ok(())
     }
 }

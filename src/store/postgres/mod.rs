@@ -10,13 +10,15 @@
 //!
 //! Layout, mirroring `sqlite/` file for file: [`schema`] embeds the migrations, [`tasks`]
 //! serves the API's task rows (create with idempotency, get, list, cancel), [`lease`] claims,
-//! heartbeats and reaps, [`commit`] applies fenced changes, [`history`] reads the append-only
+//! heartbeats and reaps, [`commit`] applies fenced changes (a batch of them per statement, gathered
+//! by [`group`]), [`history`] reads the append-only
 //! tables and receipts, [`rows`] maps rows to domain types. The rules both backends share (what a
 //! commit implies for the task's status, what cancel may do, idempotency replay, page bounds,
 //! which hints follow a write) live in `crate::store::rules`. Every statement is a static string
 //! with bound parameters; every time comes from the caller.
 //!
-//! Postgres-only: [`notify`] and [`outbox`]. Replicas are separate processes, so hints have to
+//! Postgres-only: [`group`] (SQLite writes through one connection and keeps one transaction per
+//! change: group commit would buy it nothing), [`notify`] and [`outbox`]. Replicas are separate processes, so hints have to
 //! travel through the database (`NOTIFY` after commit, a `LISTEN`ing connection); SQLite is
 //! single-node and its hints stay in an in-process channel, so it has no counterpart.
 
@@ -33,8 +35,10 @@ use super::*;
 use crate::domain::event::Event;
 use crate::domain::task::{Lease, NewTask, Task, TaskId};
 use crate::store::keys::{ApiKey, NewApiKey, NewStreamToken, StoredApiKey, StreamToken};
+pub use group::{DEFAULT_COMMIT_WRITERS, GroupStats};
 
 mod commit;
+mod group;
 mod history;
 mod keys;
 mod lease;
@@ -56,6 +60,8 @@ const ACQUIRE_TIMEOUT: StdDuration = StdDuration::from_secs(10);
 pub struct PoolOptions {
     pub max_connections: u32,
     pub acquire_timeout: StdDuration,
+    /// Group-commit writers ([`group`]); at least one.
+    pub commit_writers: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -63,6 +69,8 @@ pub struct PgStore {
     pool: PgPool,
     wakeups: broadcast::Sender<Wakeup>,
     hints: Arc<outbox::Outbox>,
+    /// The group commit's writers ([`group`]), shared by clones.
+    group: Arc<group::GroupCommit>,
     /// Shared by clones; the listener and the hint sender stop when the last clone is dropped.
     _background: Arc<(notify::ListenerTask, outbox::SenderTask)>,
 }
@@ -75,15 +83,20 @@ impl PgStore {
         let options = PoolOptions {
             max_connections,
             acquire_timeout: ACQUIRE_TIMEOUT,
+            commit_writers: DEFAULT_COMMIT_WRITERS,
         };
         Self::connect_with(url, options).await
     }
 
     /// [`PgStore::connect`] with the pool's acquire timeout given.
     pub async fn connect_with(url: &str, options: PoolOptions) -> Result<Self, StoreError> {
+        // No ping before handing out an idle connection: it would cost a round trip per
+        // statement, and a dead connection fails its statement anyway (a transient error the
+        // callers retry), after which sqlx drops it. sqlx still pings once on return.
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections.max(1))
             .acquire_timeout(options.acquire_timeout)
+            .test_before_acquire(false)
             .connect(url)
             .await?;
         let listener = notify::listen(url).await?;
@@ -91,12 +104,25 @@ impl PgStore {
         let listening = notify::spawn(url.to_string(), listener, wakeups.clone());
         let hints = Arc::new(outbox::Outbox::default());
         let sending = outbox::spawn(pool.clone(), hints.clone());
+        let group = Arc::new(group::GroupCommit::start(
+            pool.clone(),
+            hints.clone(),
+            options.commit_writers.max(1),
+        ));
         Ok(Self {
             pool,
             wakeups,
             hints,
+            group,
             _background: Arc::new((listening, sending)),
         })
+    }
+}
+
+impl PgStore {
+    /// How the group commit batched the fenced writes so far ([`group`]).
+    pub fn group_stats(&self) -> GroupStats {
+        self.group.stats()
     }
 }
 
@@ -210,7 +236,12 @@ impl Store for PgStore {
         change: Change,
         now: DateTime<Utc>,
     ) -> Result<Commit, StoreError> {
-        commit::commit(&self.pool, &self.hints, lease, change, now).await
+        let member = commit::Member {
+            lease: lease.clone(),
+            change,
+            now,
+        };
+        self.group.commit(member).await
     }
 
     async fn reap_expired(&self, now: DateTime<Utc>) -> Result<Vec<TaskId>, StoreError> {

@@ -26,6 +26,11 @@ const MIGRATIONS: Embedded = &[
         "running tasks per tenant",
         include_str!("../../../migrations/postgres/0003_running_per_tenant.sql"),
     ),
+    (
+        4,
+        "lz4 checkpoints",
+        include_str!("../../../migrations/postgres/0004_lz4_checkpoints.sql"),
+    ),
 ];
 
 pub(super) fn migrator() -> Migrator {

@@ -1,0 +1,262 @@
+//! Postgres group commit: concurrent fenced writes share one statement (one transaction), and
+//! fencing stays per task inside it: a member whose fence no longer matches gets `LeaseLost`
+//! alone while the others commit; a member the database refuses fails alone; two changes of one
+//! task keep their order.
+//!
+//! The tests run on tokio's single-threaded runtime and start every commit in one `join_all`:
+//! each one is queued before the store's writers first run, so the batches are certain.
+// Test code: a failed set-up is a failed test, and it may read the wall clock.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
+
+mod common;
+
+use cairn::domain::event::{NewEvent, kinds};
+use cairn::domain::task::{Budget, DEFAULT_TENANT, Lease, NewTask, Strategy, TaskId};
+use cairn::store::postgres::PgStore;
+use cairn::store::{
+    CancelOutcome, Change, ClaimParams, Commit, NewLedgerEntry, NewPlanVersion, Store,
+};
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use futures_util::future::join_all;
+use serde_json::json;
+use uuid::Uuid;
+
+const TASKS: usize = 8;
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 1, 1, 12, 0, 0)
+        .single()
+        .expect("valid time")
+}
+
+fn new_task(n: usize) -> NewTask {
+    NewTask {
+        id: Uuid::now_v7(),
+        tenant_id: DEFAULT_TENANT.to_string(),
+        goal: format!("group commit {n}"),
+        strategy: Strategy::Auto,
+        budget: Budget {
+            tokens: 10_000,
+            tool_calls: 10,
+            wall_ms: 60_000,
+        },
+        metadata: json!({}),
+    }
+}
+
+fn step_change(note: &str) -> Change {
+    Change {
+        state: Some(json!({ "note": note })),
+        events: vec![
+            NewEvent::new(kinds::ENGINE_STEP, json!({ "note": note })),
+            NewEvent::new(kinds::ENGINE_STEP, json!({ "note": note, "part": 2 })),
+        ],
+        ledger: vec![NewLedgerEntry {
+            milestone_id: None,
+            kind: "charge".to_string(),
+            unit: "tokens".to_string(),
+            amount: 5,
+        }],
+        ..Change::default()
+    }
+}
+
+/// A migrated store with `TASKS` tasks, all claimed by one worker (leases in creation order).
+async fn claimed_tasks(url: &str) -> (PgStore, Vec<Lease>) {
+    let store = PgStore::connect(url, 4).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    for n in 0..TASKS {
+        store
+            .create_task(new_task(n), None, t0())
+            .await
+            .expect("create");
+    }
+    let mut leases = Vec::new();
+    for _ in 0..TASKS {
+        let claimed = store
+            .claim(ClaimParams::new("worker-a", t0(), Duration::seconds(30)))
+            .await
+            .expect("claim")
+            .expect("a queued task");
+        leases.push(claimed.lease);
+    }
+    (store, leases)
+}
+
+/// (last_seq, event rows, ledger rows) of a task.
+async fn footprint(store: &PgStore, task_id: TaskId) -> (i64, usize, usize) {
+    let task = store
+        .get_task(DEFAULT_TENANT, task_id)
+        .await
+        .expect("get")
+        .expect("task exists");
+    let events = store
+        .list_events(DEFAULT_TENANT, task_id, 0, 1000)
+        .await
+        .expect("events");
+    let ledger = store
+        .list_ledger_entries(DEFAULT_TENANT, task_id)
+        .await
+        .expect("ledger");
+    (task.last_seq, events.len(), ledger.len())
+}
+
+/// The transactions that wrote the events of `kind` (each row's `xmin`).
+async fn transactions_of(url: &str, kind: &str) -> i64 {
+    let pool = sqlx::PgPool::connect(url).await.expect("connect");
+    let count = sqlx::query_scalar("SELECT count(DISTINCT xmin::text) FROM events WHERE kind = $1")
+        .bind(kind)
+        .fetch_one(&pool)
+        .await
+        .expect("count transactions");
+    pool.close().await;
+    count
+}
+
+#[tokio::test]
+async fn a_batch_with_a_fenced_out_member_commits_the_others_and_refuses_that_one() {
+    let db = common::TestPg::create().await;
+    let (store, leases) = claimed_tasks(&db.url).await;
+    let fenced_out = leases[3].task_id;
+    let cancelled = store
+        .cancel_task(DEFAULT_TENANT, fenced_out, t0())
+        .await
+        .expect("cancel");
+    assert!(matches!(cancelled, CancelOutcome::Cancelled(_)));
+    let untouched = footprint(&store, fenced_out).await;
+    let before = store.group_stats();
+
+    let outcomes = join_all(
+        leases
+            .iter()
+            .map(|lease| store.commit(lease, step_change("batched"), t0())),
+    )
+    .await;
+
+    for (lease, outcome) in leases.iter().zip(&outcomes) {
+        let outcome = outcome.as_ref().expect("no store error");
+        if lease.task_id == fenced_out {
+            assert_eq!(*outcome, Commit::LeaseLost, "the fenced-out member fails");
+        } else {
+            // task.created = 1, task.claimed = 2, then this change's two events.
+            assert_eq!(
+                *outcome,
+                Commit::Applied {
+                    first_seq: 3,
+                    last_seq: 4
+                },
+                "the other members commit"
+            );
+            assert_eq!(footprint(&store, lease.task_id).await, (4, 4, 1));
+        }
+    }
+    assert_eq!(
+        footprint(&store, fenced_out).await,
+        untouched,
+        "the fenced-out member wrote nothing"
+    );
+    let after = store.group_stats();
+    assert_eq!(after.commits - before.commits, TASKS as u64);
+    let statements = after.statements - before.statements;
+    assert!(
+        statements < TASKS as u64,
+        "{TASKS} commits went out in {statements} statements"
+    );
+    // The 7 applied changes share the batches' transactions (one per writer at most).
+    let transactions = transactions_of(&db.url, kinds::ENGINE_STEP).await;
+    assert!(
+        transactions <= statements as i64,
+        "{transactions} transactions"
+    );
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn a_member_the_database_refuses_fails_alone() {
+    let db = common::TestPg::create().await;
+    let (store, leases) = claimed_tasks(&db.url).await;
+    let bad = leases[5].task_id;
+    // Plan version 0 breaks the table's CHECK (version >= 1): the batch statement fails, and
+    // its members are committed one by one.
+    let change_for = |lease: &Lease| {
+        let mut change = step_change("maybe bad");
+        if lease.task_id == bad {
+            change.plan_version = Some(NewPlanVersion {
+                version: 0,
+                reason: "invalid".to_string(),
+                caused_by_seq: None,
+                plan: json!({}),
+            });
+        }
+        change
+    };
+    let untouched = footprint(&store, bad).await;
+    let outcomes = join_all(
+        leases
+            .iter()
+            .map(|lease| store.commit(lease, change_for(lease), t0())),
+    )
+    .await;
+    for (lease, outcome) in leases.iter().zip(outcomes) {
+        if lease.task_id == bad {
+            let error = outcome.expect_err("the refused member fails");
+            assert!(!error.is_transient(), "a broken CHECK is not transient");
+        } else {
+            assert_eq!(
+                outcome.expect("the others commit"),
+                Commit::Applied {
+                    first_seq: 3,
+                    last_seq: 4
+                }
+            );
+        }
+    }
+    assert_eq!(footprint(&store, bad).await, untouched);
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn two_changes_of_one_task_commit_in_order() {
+    let db = common::TestPg::create().await;
+    let (store, leases) = claimed_tasks(&db.url).await;
+    let lease = &leases[0];
+    let outcomes = join_all(
+        ["first", "second", "third"]
+            .into_iter()
+            .map(|note| store.commit(lease, step_change(note), t0())),
+    )
+    .await;
+    let seqs: Vec<Commit> = outcomes.into_iter().map(|o| o.expect("commit")).collect();
+    assert_eq!(
+        seqs,
+        [(3, 4), (5, 6), (7, 8)]
+            .map(|(first_seq, last_seq)| Commit::Applied {
+                first_seq,
+                last_seq
+            })
+            .to_vec()
+    );
+    let notes: Vec<String> = store
+        .list_events(DEFAULT_TENANT, lease.task_id, 2, 100)
+        .await
+        .expect("events")
+        .into_iter()
+        .map(|event| event.data["note"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        notes,
+        ["first", "first", "second", "second", "third", "third"]
+    );
+    let task = store
+        .get_task(DEFAULT_TENANT, lease.task_id)
+        .await
+        .expect("get")
+        .expect("task");
+    assert_eq!(task.last_seq, 8);
+    db.drop_database().await;
+}
