@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use cairn::domain::settings::EngineSettings;
 use cairn::domain::task::{Strategy, TaskStatus};
-use cairn::engine::runtime::ports::Purpose;
+use cairn::engine::runtime::ports::{Purpose, Speaker};
 use cairn::engine::v2::V2Engine;
 use cairn::store::Store;
 use engine_fakes::*;
@@ -644,6 +644,15 @@ async fn every_repair_level_is_reached_and_a_repeated_fingerprint_escalates() {
         6,
         "the repeated proposal never ran"
     );
+    // A repair ask shows the list that failed as the model's own answer, then the error.
+    let asked = model.calls(Purpose::Tactical, Some("m2"));
+    assert!(asked[0].turns.is_empty(), "a first list has no history");
+    let repair = &asked[1].turns;
+    assert_eq!(repair.len(), 2, "{repair:?}");
+    assert_eq!(repair[0].speaker, Speaker::Model);
+    assert_eq!(repair[0].content["steps"][0]["tool"], "edit_file");
+    assert_eq!(repair[1].speaker, Speaker::Engine);
+    assert!(repair[1].content["error"].is_string(), "{:?}", repair[1]);
 }
 
 #[tokio::test]

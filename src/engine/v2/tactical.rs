@@ -19,7 +19,7 @@ use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Asked, Attempt, brief};
 use crate::engine::runtime::checkpoint::{Failure, Record, TaskState};
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::{FailureKind, Purpose};
+use crate::engine::runtime::ports::{FailureKind, Purpose, Turn};
 use crate::engine::{prompts, schemas};
 
 /// Which kind of step list is asked for.
@@ -128,6 +128,7 @@ pub async fn plan_steps(
             .map_or(0, |run| run.tactical_calls)
             + 1;
         let input = input(cx, &request, &snapshot, &milestone);
+        let turns = repair_turns(&request, &milestone);
         let asked = cx
             .ask(Question {
                 purpose: Purpose::Tactical,
@@ -135,7 +136,7 @@ pub async fn plan_steps(
                 attempt,
                 prompt: &prompts::TACTICAL,
                 input,
-                turns: Vec::new(),
+                turns,
                 schema: schemas::tactical(&cx.tool_schemas(&milestone.tools)),
             })
             .await;
@@ -201,6 +202,30 @@ fn input(
         "observations": run.observations.iter().rev().take(12).collect::<Vec<_>>(),
         "validation_errors": request.errors,
     })
+}
+
+/// On a repair, the list that failed as the model's own earlier answer and the failure as the
+/// reply to it: a small model shown its failed list only inside the input proposes it again
+/// (measured on the 1.5B model: the same list at L1, L2 and L3); as a conversation it reads as
+/// "you said this, it failed". Empty for a first list.
+fn repair_turns(request: &Request<'_>, milestone: &Milestone) -> Vec<Turn> {
+    let Some(failure) = request.failure.filter(|_| request.ask != Ask::Initial) else {
+        return Vec::new();
+    };
+    let tried: Vec<Value> = milestone
+        .steps
+        .iter()
+        .map(|s| json!({"id": s.id, "tool": s.tool, "args": s.args}))
+        .collect();
+    vec![
+        Turn::model(json!({"steps": tried})),
+        Turn::engine(json!({
+            "failed": failure.step,
+            "error": brief(&json!(failure.detail), 1000),
+            "next": "That list failed. Write a different one: change the tool or the arguments \
+                     the error points at; a list identical to a failed one is not run again.",
+        })),
+    ]
 }
 
 /// Reads and validates a step list from the model's answer; `Err` is the feedback for a re-ask.
