@@ -168,7 +168,7 @@ impl World {
             None => true,
             Some(template) => {
                 let truth = resolve_truth(template, &truth_facts(task));
-                answer.is_some_and(|a| normal(&value_text(a)).contains(&normal(&truth)))
+                answer.is_some_and(|a| perform::states(&value_text(a), &truth))
             }
         };
         steps_done && answered

@@ -36,6 +36,26 @@ pub(super) fn means(given: &str, expected: &str) -> bool {
     given == expected || (expected.chars().count() >= 3 && given.contains(&expected))
 }
 
+/// Whether an answer states a true fact as a reader would accept it: containing it, or every
+/// word of it in any order and punctuation ("the billing service runs version 4.2.1" states
+/// `billing-4.2.1`; "team quokka owns it" states `team-quokka`). A real model rephrases the
+/// world's compound values; the world's own policy copies them.
+pub(super) fn states(answer: &str, fact: &str) -> bool {
+    let (answer, fact) = (normal(answer), normal(fact));
+    if answer.contains(&fact) {
+        return true;
+    }
+    let words = |text: &str| -> Vec<String> {
+        text.split(|c: char| !(c.is_alphanumeric() || c == '.'))
+            .map(|w| w.trim_matches('.').to_string())
+            .filter(|w| !w.is_empty())
+            .collect()
+    };
+    let said = words(&answer);
+    let needed = words(&fact);
+    !needed.is_empty() && needed.iter().all(|w| said.contains(w))
+}
+
 fn error(message: String) -> Result<ToolReply, PortError> {
     Ok(ToolReply {
         error: Some(message),

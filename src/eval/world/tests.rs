@@ -247,3 +247,17 @@ fn unnamed_pending_steps_raise_the_chances_and_a_refusal_teaches_the_order() {
         "vm"
     );
 }
+
+#[test]
+fn an_answer_states_a_fact_in_its_own_words_but_not_a_different_one() {
+    use super::perform::states;
+    assert!(states("The capital is Canberra.", "Canberra"));
+    assert!(states(
+        "The billing service is deployed version 4.2.1.",
+        "billing-4.2.1"
+    ));
+    assert!(states("Team Quokka owns the search service", "team-quokka"));
+    assert!(!states("The billing service runs 4.2.0", "billing-4.2.1"));
+    assert!(!states("version 4.2.1", "billing-4.2.1"));
+    assert!(!states("", "Canberra"));
+}
