@@ -92,7 +92,9 @@ fn the_committed_default_report_blocks_a_raise_only_for_tool_free_questions_the_
     // Transient faults are retried unchanged at L1, so the timeouts are solved; what is left
     // are three tool-free tasks whose text reads like an action ("Rewrite ...: restart",
     // "List the keys ...", "Write the date ..."): the gate's heuristic plans them, and v2 does
-    // not plan a goal no tool serves (docs/evaluation.md, "Where v2 still regresses").
+    // not plan a goal no tool serves (docs/evaluation.md, "Where v2 still regresses"); and
+    // `simple-disk`, a question whose only tool is registered as side-effecting, which least
+    // privilege withholds from a goal that asks for no change.
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/suites/default/report/report.json"
@@ -102,7 +104,12 @@ fn the_committed_default_report_blocks_a_raise_only_for_tool_free_questions_the_
     regressions.sort();
     assert_eq!(
         regressions,
-        ["simple-date-format", "simple-json-keys", "simple-rewrite"]
+        [
+            "simple-date-format",
+            "simple-disk",
+            "simple-json-keys",
+            "simple-rewrite"
+        ]
     );
     let rollout = Rollout::new(10, Some(path.into()));
     assert!(matches!(
