@@ -137,24 +137,6 @@ async fn concurrent_claimers_claim_each_task_exactly_once() {
     db.drop_database().await;
 }
 
-/// The row counts a rejected write must leave untouched.
-async fn footprint(store: &PgStore, task_id: Uuid) -> (i64, usize, usize) {
-    let task = store
-        .get_task(DEFAULT_TENANT, task_id)
-        .await
-        .expect("get")
-        .expect("task exists");
-    let events = store
-        .list_events(DEFAULT_TENANT, task_id, 0, 1000)
-        .await
-        .expect("events");
-    let ledger = store
-        .list_ledger_entries(DEFAULT_TENANT, task_id)
-        .await
-        .expect("ledger");
-    (task.last_seq, events.len(), ledger.len())
-}
-
 fn step_change(note: &str) -> Change {
     Change {
         state: Some(json!({ "note": note })),
@@ -216,13 +198,13 @@ async fn stale_fence_is_lease_lost_and_writes_nothing() {
     assert_eq!(second.task.attempts, 2);
     assert_eq!(second.state, Some(json!({ "note": "a1" })));
 
-    let before = footprint(&store, task.id).await;
+    let before = common::footprint(&store, task.id).await;
     let stale = store
         .commit(&first.lease, step_change("stale"), later)
         .await
         .expect("commit");
     assert_eq!(stale, Commit::LeaseLost);
-    assert_eq!(footprint(&store, task.id).await, before);
+    assert_eq!(common::footprint(&store, task.id).await, before);
     assert_eq!(
         store.heartbeat(&first.lease, later, ttl).await.expect("hb"),
         LeaseStatus::Lost
@@ -238,7 +220,7 @@ async fn stale_fence_is_lease_lost_and_writes_nothing() {
             .expect("commit"),
         Commit::LeaseLost
     );
-    assert_eq!(footprint(&store, task.id).await, before);
+    assert_eq!(common::footprint(&store, task.id).await, before);
 
     // The live lease still writes, and its seqs continue densely.
     assert_eq!(
@@ -288,7 +270,7 @@ async fn stale_fence_is_lease_lost_and_writes_nothing() {
     assert!(
         matches!(cancelled, CancelOutcome::Cancelled(ref t) if t.status == TaskStatus::Cancelled)
     );
-    let before = footprint(&store, task.id).await;
+    let before = common::footprint(&store, task.id).await;
     assert_eq!(
         store
             .commit(&second.lease, step_change("after cancel"), later)
@@ -296,7 +278,7 @@ async fn stale_fence_is_lease_lost_and_writes_nothing() {
             .expect("commit"),
         Commit::LeaseLost
     );
-    assert_eq!(footprint(&store, task.id).await, before);
+    assert_eq!(common::footprint(&store, task.id).await, before);
     db.drop_database().await;
 }
 

@@ -16,7 +16,7 @@
 mod common;
 
 use cairn::domain::event::{NewEvent, kinds};
-use cairn::domain::task::{Budget, DEFAULT_TENANT, Lease, NewTask, Strategy, TaskId};
+use cairn::domain::task::{Budget, DEFAULT_TENANT, Lease, NewTask, Strategy};
 use cairn::store::postgres::PgStore;
 use cairn::store::{
     CancelOutcome, Change, ClaimParams, Commit, NewLedgerEntry, NewPlanVersion, Store,
@@ -88,24 +88,6 @@ async fn claimed_tasks(url: &str) -> (PgStore, Vec<Lease>) {
     (store, leases)
 }
 
-/// (last_seq, event rows, ledger rows) of a task.
-async fn footprint(store: &PgStore, task_id: TaskId) -> (i64, usize, usize) {
-    let task = store
-        .get_task(DEFAULT_TENANT, task_id)
-        .await
-        .expect("get")
-        .expect("task exists");
-    let events = store
-        .list_events(DEFAULT_TENANT, task_id, 0, 1000)
-        .await
-        .expect("events");
-    let ledger = store
-        .list_ledger_entries(DEFAULT_TENANT, task_id)
-        .await
-        .expect("ledger");
-    (task.last_seq, events.len(), ledger.len())
-}
-
 /// The transactions that wrote the events of `kind` (each row's `xmin`).
 async fn transactions_of(url: &str, kind: &str) -> i64 {
     let pool = sqlx::PgPool::connect(url).await.expect("connect");
@@ -128,7 +110,7 @@ async fn a_batch_with_a_fenced_out_member_commits_the_others_and_refuses_that_on
         .await
         .expect("cancel");
     assert!(matches!(cancelled, CancelOutcome::Cancelled(_)));
-    let untouched = footprint(&store, fenced_out).await;
+    let untouched = common::footprint(&store, fenced_out).await;
     let before = store.group_stats();
 
     let outcomes = join_all(
@@ -152,11 +134,11 @@ async fn a_batch_with_a_fenced_out_member_commits_the_others_and_refuses_that_on
                 },
                 "the other members commit"
             );
-            assert_eq!(footprint(&store, lease.task_id).await, (4, 4, 1));
+            assert_eq!(common::footprint(&store, lease.task_id).await, (4, 4, 1));
         }
     }
     assert_eq!(
-        footprint(&store, fenced_out).await,
+        common::footprint(&store, fenced_out).await,
         untouched,
         "the fenced-out member wrote nothing"
     );
@@ -195,7 +177,7 @@ async fn a_member_the_database_refuses_fails_alone() {
         }
         change
     };
-    let untouched = footprint(&store, bad).await;
+    let untouched = common::footprint(&store, bad).await;
     let outcomes = join_all(
         leases
             .iter()
@@ -216,7 +198,7 @@ async fn a_member_the_database_refuses_fails_alone() {
             );
         }
     }
-    assert_eq!(footprint(&store, bad).await, untouched);
+    assert_eq!(common::footprint(&store, bad).await, untouched);
     db.drop_database().await;
 }
 

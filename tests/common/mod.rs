@@ -74,3 +74,26 @@ pub async fn sqlite_store() -> (TestSqlite, std::sync::Arc<dyn cairn::store::Sto
     cairn::store::Store::migrate(&store).await.expect("migrate");
     (file, std::sync::Arc::new(store))
 }
+
+/// (last_seq, event rows, ledger rows) of a task of the default tenant: what a refused write
+/// must leave untouched.
+pub async fn footprint(
+    store: &dyn cairn::store::Store,
+    task_id: uuid::Uuid,
+) -> (i64, usize, usize) {
+    let tenant = cairn::domain::task::DEFAULT_TENANT;
+    let task = store
+        .get_task(tenant, task_id)
+        .await
+        .expect("get")
+        .expect("task exists");
+    let events = store
+        .list_events(tenant, task_id, 0, 1000)
+        .await
+        .expect("events");
+    let ledger = store
+        .list_ledger_entries(tenant, task_id)
+        .await
+        .expect("ledger");
+    (task.last_seq, events.len(), ledger.len())
+}

@@ -48,7 +48,7 @@ mod tests;
 
 pub use judge::{Judged, Verdict};
 use mind::Mind;
-use perform::{normal, perform};
+use perform::perform;
 
 /// The remedy tool for `missing_file`.
 pub const LOCATE: &str = "locate";
