@@ -49,7 +49,7 @@ pub fn heuristic_features(goal: &str, side_effect_tools: &[&str]) -> GateFeature
         })
         .collect();
     let touches_writes =
-        writes.contains(&true) || touches_a_writer(goal, &words, side_effect_tools);
+        writes.contains(&true) || touches_a_writer(goal, &words, side_effect_tools, question);
     let targets = count_targets(&tokens).max(1);
     let actions = (0..words.len())
         .filter(|i| writes[*i] || READ_VERBS.iter().any(|v| verb_form(words[*i], v)))
@@ -113,7 +113,12 @@ fn names_a_state(word: &str) -> bool {
 /// Whether the goal plausibly touches a side-effecting tool: it names the tool, or every part
 /// of the tool's name (split at `_`, `-`, `.`; parts of three letters or more) appears in the
 /// goal in some inflection ("drop the table" touches `drop_table`).
-fn touches_a_writer(goal: &str, words: &[&str], side_effect_tools: &[&str]) -> bool {
+fn touches_a_writer(
+    goal: &str,
+    words: &[&str],
+    side_effect_tools: &[&str],
+    question: bool,
+) -> bool {
     let lower_goal = goal.to_lowercase();
     side_effect_tools.iter().any(|tool| {
         let tool = tool.to_lowercase();
@@ -121,11 +126,14 @@ fn touches_a_writer(goal: &str, words: &[&str], side_effect_tools: &[&str]) -> b
             .split(['_', '-', '.'])
             .filter(|p| p.len() >= 3)
             .collect();
-        (!tool.is_empty() && lower_goal.contains(&tool))
+        // In a question a state ("which version is deployed?") names no action on `deploy`.
+        let acts = |w: &&&str| !(question && names_a_state(w));
+        (!tool.is_empty() && !question && lower_goal.contains(&tool))
             || (!parts.is_empty()
                 && parts.iter().all(|part| {
                     words
                         .iter()
+                        .filter(acts)
                         .any(|w| verb_form(w, part) || w.strip_suffix('s') == Some(part))
                 }))
     })

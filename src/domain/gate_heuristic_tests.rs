@@ -72,6 +72,12 @@ fn a_state_asked_about_is_not_a_write() {
     }
     // Not a question: the same words are an instruction to bring the state about.
     assert!(f("Make sure the old backups are deleted").touches_writes);
+    // A registered writer named as a state in a question is no action either (the live 1.5B
+    // planner answered this question with a deploy); asked as an action, it is one.
+    let tools = ["deploy", "write_report"];
+    let asked = "Which version of the billing service is deployed?";
+    assert!(!heuristic_features(asked, &tools).touches_writes);
+    assert!(heuristic_features("Can you deploy build 42 of the frontend?", &tools).touches_writes);
 }
 
 #[test]
