@@ -14,12 +14,12 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use cairn::domain::event::{NewEvent, kinds};
-use cairn::domain::task::{Budget, DEFAULT_TENANT, Lease, NewTask, Strategy, TaskStatus};
+use cairn::domain::task::{DEFAULT_TENANT, Lease, TaskStatus};
 use cairn::store::ClaimParams;
 use cairn::store::postgres::PgStore;
 use cairn::store::{
-    CancelOutcome, Change, Commit, IdempotencyClaim, LeaseStatus, NewArtifact, NewLedgerEntry,
-    NewPlanVersion, Store, StoreError,
+    CancelOutcome, Change, Commit, IdempotencyClaim, LeaseStatus, NewArtifact, NewPlanVersion,
+    Store, StoreError,
 };
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::json;
@@ -35,21 +35,6 @@ fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 1, 12, 0, 0)
         .single()
         .expect("valid time")
-}
-
-fn new_task(goal: &str) -> NewTask {
-    NewTask {
-        id: Uuid::now_v7(),
-        tenant_id: DEFAULT_TENANT.to_string(),
-        goal: goal.to_string(),
-        strategy: Strategy::Auto,
-        budget: Budget {
-            tokens: 10_000,
-            tool_calls: 10,
-            wall_ms: 60_000,
-        },
-        metadata: json!({}),
-    }
 }
 
 /// One connection per claimer sharing the pool, and no more: tests of all engineers share the
@@ -71,7 +56,11 @@ async fn concurrent_claimers_claim_each_task_exactly_once() {
     let mut created = HashSet::new();
     for n in 0..TASKS {
         let task = stores[0]
-            .create_task(new_task(&format!("goal {n}")), None, t0())
+            .create_task(
+                common::new_task(DEFAULT_TENANT, &format!("goal {n}")),
+                None,
+                t0(),
+            )
             .await
             .expect("create");
         created.insert(task.task.id);
@@ -137,23 +126,6 @@ async fn concurrent_claimers_claim_each_task_exactly_once() {
     db.drop_database().await;
 }
 
-fn step_change(note: &str) -> Change {
-    Change {
-        state: Some(json!({ "note": note })),
-        events: vec![
-            NewEvent::new(kinds::ENGINE_STEP, json!({ "note": note })),
-            NewEvent::new(kinds::ENGINE_STEP, json!({ "note": note, "part": 2 })),
-        ],
-        ledger: vec![NewLedgerEntry {
-            milestone_id: None,
-            kind: "charge".to_string(),
-            unit: "tokens".to_string(),
-            amount: 5,
-        }],
-        ..Change::default()
-    }
-}
-
 #[tokio::test]
 async fn stale_fence_is_lease_lost_and_writes_nothing() {
     let db = common::TestPg::create().await;
@@ -161,7 +133,7 @@ async fn stale_fence_is_lease_lost_and_writes_nothing() {
     store.migrate().await.expect("migrate");
     let ttl = Duration::seconds(30);
     let task = store
-        .create_task(new_task("fenced"), None, t0())
+        .create_task(common::new_task(DEFAULT_TENANT, "fenced"), None, t0())
         .await
         .expect("create")
         .task;
@@ -172,7 +144,7 @@ async fn stale_fence_is_lease_lost_and_writes_nothing() {
         .expect("claim")
         .expect("a task");
     let applied = store
-        .commit(&first.lease, step_change("a1"), t0())
+        .commit(&first.lease, common::step_change("a1"), t0())
         .await
         .expect("commit");
     assert_eq!(
@@ -200,7 +172,7 @@ async fn stale_fence_is_lease_lost_and_writes_nothing() {
 
     let before = common::footprint(&store, task.id).await;
     let stale = store
-        .commit(&first.lease, step_change("stale"), later)
+        .commit(&first.lease, common::step_change("stale"), later)
         .await
         .expect("commit");
     assert_eq!(stale, Commit::LeaseLost);
@@ -215,7 +187,7 @@ async fn stale_fence_is_lease_lost_and_writes_nothing() {
     };
     assert_eq!(
         store
-            .commit(&forged, step_change("forged"), later)
+            .commit(&forged, common::step_change("forged"), later)
             .await
             .expect("commit"),
         Commit::LeaseLost
@@ -231,7 +203,7 @@ async fn stale_fence_is_lease_lost_and_writes_nothing() {
         LeaseStatus::Held
     );
     let live = store
-        .commit(&second.lease, step_change("b1"), later)
+        .commit(&second.lease, common::step_change("b1"), later)
         .await
         .expect("commit");
     assert_eq!(
@@ -273,7 +245,7 @@ async fn stale_fence_is_lease_lost_and_writes_nothing() {
     let before = common::footprint(&store, task.id).await;
     assert_eq!(
         store
-            .commit(&second.lease, step_change("after cancel"), later)
+            .commit(&second.lease, common::step_change("after cancel"), later)
             .await
             .expect("commit"),
         Commit::LeaseLost
@@ -289,12 +261,12 @@ async fn terminal_commit_and_release_clear_the_lease() {
     store.migrate().await.expect("migrate");
     let ttl = Duration::seconds(30);
     let done = store
-        .create_task(new_task("finish"), None, t0())
+        .create_task(common::new_task(DEFAULT_TENANT, "finish"), None, t0())
         .await
         .expect("create")
         .task;
     let handed_back = store
-        .create_task(new_task("hand back"), None, t0())
+        .create_task(common::new_task(DEFAULT_TENANT, "hand back"), None, t0())
         .await
         .expect("create")
         .task;
@@ -420,7 +392,9 @@ async fn concurrent_identical_idempotent_creates_yield_one_task() {
         let (store, claim, barrier) = (store.clone(), claim.clone(), barrier.clone());
         handles.push(tokio::spawn(async move {
             barrier.wait().await;
-            store.create_task(new_task("same"), Some(claim), t0()).await
+            store
+                .create_task(common::new_task(DEFAULT_TENANT, "same"), Some(claim), t0())
+                .await
         }));
     }
     let mut ids = HashSet::new();
@@ -439,7 +413,11 @@ async fn concurrent_identical_idempotent_creates_yield_one_task() {
         ..claim
     };
     match store
-        .create_task(new_task("different"), Some(other_body), t0())
+        .create_task(
+            common::new_task(DEFAULT_TENANT, "different"),
+            Some(other_body),
+            t0(),
+        )
         .await
     {
         Err(StoreError::IdempotencyConflict { existing_task }) => {

@@ -15,16 +15,13 @@
 
 mod common;
 
-use cairn::domain::event::{NewEvent, kinds};
-use cairn::domain::task::{Budget, DEFAULT_TENANT, Lease, NewTask, Strategy};
+use cairn::domain::event::kinds;
+use cairn::domain::task::{DEFAULT_TENANT, Lease};
 use cairn::store::postgres::PgStore;
-use cairn::store::{
-    CancelOutcome, Change, ClaimParams, Commit, NewLedgerEntry, NewPlanVersion, Store,
-};
+use cairn::store::{CancelOutcome, ClaimParams, Commit, NewPlanVersion, Store};
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use futures_util::future::join_all;
 use serde_json::json;
-use uuid::Uuid;
 
 const TASKS: usize = 8;
 
@@ -34,45 +31,17 @@ fn t0() -> DateTime<Utc> {
         .expect("valid time")
 }
 
-fn new_task(n: usize) -> NewTask {
-    NewTask {
-        id: Uuid::now_v7(),
-        tenant_id: DEFAULT_TENANT.to_string(),
-        goal: format!("group commit {n}"),
-        strategy: Strategy::Auto,
-        budget: Budget {
-            tokens: 10_000,
-            tool_calls: 10,
-            wall_ms: 60_000,
-        },
-        metadata: json!({}),
-    }
-}
-
-fn step_change(note: &str) -> Change {
-    Change {
-        state: Some(json!({ "note": note })),
-        events: vec![
-            NewEvent::new(kinds::ENGINE_STEP, json!({ "note": note })),
-            NewEvent::new(kinds::ENGINE_STEP, json!({ "note": note, "part": 2 })),
-        ],
-        ledger: vec![NewLedgerEntry {
-            milestone_id: None,
-            kind: "charge".to_string(),
-            unit: "tokens".to_string(),
-            amount: 5,
-        }],
-        ..Change::default()
-    }
-}
-
 /// A migrated store with `TASKS` tasks, all claimed by one worker (leases in creation order).
 async fn claimed_tasks(url: &str) -> (PgStore, Vec<Lease>) {
     let store = PgStore::connect(url, 4).await.expect("connect");
     store.migrate().await.expect("migrate");
     for n in 0..TASKS {
         store
-            .create_task(new_task(n), None, t0())
+            .create_task(
+                common::new_task(DEFAULT_TENANT, &format!("group commit {n}")),
+                None,
+                t0(),
+            )
             .await
             .expect("create");
     }
@@ -116,7 +85,7 @@ async fn a_batch_with_a_fenced_out_member_commits_the_others_and_refuses_that_on
     let outcomes = join_all(
         leases
             .iter()
-            .map(|lease| store.commit(lease, step_change("batched"), t0())),
+            .map(|lease| store.commit(lease, common::step_change("batched"), t0())),
     )
     .await;
 
@@ -166,7 +135,7 @@ async fn a_member_the_database_refuses_fails_alone() {
     // Plan version 0 breaks the table's CHECK (version >= 1): the batch statement fails, and
     // its members are committed one by one.
     let change_for = |lease: &Lease| {
-        let mut change = step_change("maybe bad");
+        let mut change = common::step_change("maybe bad");
         if lease.task_id == bad {
             change.plan_version = Some(NewPlanVersion {
                 version: 0,
@@ -210,7 +179,7 @@ async fn two_changes_of_one_task_commit_in_order() {
     let outcomes = join_all(
         ["first", "second", "third"]
             .into_iter()
-            .map(|note| store.commit(lease, step_change(note), t0())),
+            .map(|note| store.commit(lease, common::step_change(note), t0())),
     )
     .await;
     let seqs: Vec<Commit> = outcomes.into_iter().map(|o| o.expect("commit")).collect();

@@ -21,13 +21,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration as StdDuration;
 
-use cairn::domain::task::{Budget, NewTask, Strategy, TaskStatus};
+use cairn::domain::task::TaskStatus;
 use cairn::store::postgres::PgStore;
 use cairn::store::{Change, ClaimParams, Commit, Store, TaskQuery};
 use chrono::{Duration, Utc};
-use serde_json::json;
 use tokio::sync::Barrier;
-use uuid::Uuid;
 
 const TENANTS: [&str; 4] = ["acme", "globex", "initech", "umbrella"];
 const TASKS_PER_TENANT: usize = 12;
@@ -37,21 +35,6 @@ const CLAIMERS: usize = 16;
 const STORES: usize = 4;
 /// How long a claimer keeps a task running, so that claims of one tenant overlap.
 const HOLD: StdDuration = StdDuration::from_millis(50);
-
-fn new_task(tenant: &str, n: usize) -> NewTask {
-    NewTask {
-        id: Uuid::now_v7(),
-        tenant_id: tenant.to_string(),
-        goal: format!("goal {n}"),
-        strategy: Strategy::Auto,
-        budget: Budget {
-            tokens: 10_000,
-            tool_calls: 10,
-            wall_ms: 60_000,
-        },
-        metadata: json!({}),
-    }
-}
 
 /// Tasks in hand per tenant, and the most ever seen at once.
 #[derive(Default)]
@@ -160,7 +143,11 @@ async fn concurrent_capped_claimers_never_exceed_the_cap() {
     for n in 0..TASKS_PER_TENANT {
         for tenant in TENANTS {
             stores[0]
-                .create_task(new_task(tenant, n), None, Utc::now())
+                .create_task(
+                    common::new_task(tenant, &format!("goal {n}")),
+                    None,
+                    Utc::now(),
+                )
                 .await
                 .expect("create");
         }

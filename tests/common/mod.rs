@@ -97,3 +97,40 @@ pub async fn footprint(
         .expect("ledger");
     (task.last_seq, events.len(), ledger.len())
 }
+
+/// A task of `tenant` with a small budget, for store-level tests.
+pub fn new_task(tenant: &str, goal: &str) -> cairn::domain::task::NewTask {
+    use cairn::domain::task::{Budget, NewTask, Strategy};
+    NewTask {
+        id: uuid::Uuid::now_v7(),
+        tenant_id: tenant.to_string(),
+        goal: goal.to_string(),
+        strategy: Strategy::Auto,
+        budget: Budget {
+            tokens: 10_000,
+            tool_calls: 10,
+            wall_ms: 60_000,
+        },
+        metadata: serde_json::json!({}),
+    }
+}
+
+/// A worker step's change: state, two events and a 5-token charge.
+pub fn step_change(note: &str) -> cairn::store::Change {
+    use cairn::domain::event::{NewEvent, kinds};
+    use serde_json::json;
+    cairn::store::Change {
+        state: Some(json!({ "note": note })),
+        events: vec![
+            NewEvent::new(kinds::ENGINE_STEP, json!({ "note": note })),
+            NewEvent::new(kinds::ENGINE_STEP, json!({ "note": note, "part": 2 })),
+        ],
+        ledger: vec![cairn::store::NewLedgerEntry {
+            milestone_id: None,
+            kind: "charge".to_string(),
+            unit: "tokens".to_string(),
+            amount: 5,
+        }],
+        ..cairn::store::Change::default()
+    }
+}

@@ -118,11 +118,6 @@ impl Attempt {
             .collect()
     }
 
-    /// Every registered tool.
-    pub fn all_specs(&self) -> Vec<&ToolSpec> {
-        self.specs.values().collect()
-    }
-
     /// Calls a tool with an idempotency identity `(milestone, step, attempt)`.
     pub async fn call_tool(&self, call: ToolCall) -> Called {
         let started = Instant::now();
