@@ -95,6 +95,11 @@ enum Command {
         /// (sweep.md, sweep.json, sweep.svg under --out).
         #[arg(long)]
         sweep: Option<cairn::eval::sweep::Sweep>,
+        /// Keep the runs already recorded in --out (runs.jsonl) and run only the rest of the
+        /// matrix, then report on all of them; refused when the suite, model or prompts
+        /// differ from those the recorded runs used.
+        #[arg(long)]
+        resume: bool,
     },
 }
 
@@ -147,6 +152,7 @@ fn main() -> ExitCode {
             config,
             run_wall_s,
             sweep,
+            resume,
         } => eval(EvalArgs {
             suite,
             strategies,
@@ -156,6 +162,7 @@ fn main() -> ExitCode {
             workers,
             live: live.then_some((config, run_wall_s)),
             sweep,
+            resume,
         }),
         Command::Migrate { config } => run(config, |config| async move {
             cairn::server::open_migrated(&config).await.map(|_| ())
@@ -201,6 +208,7 @@ struct EvalArgs {
     workers: Option<usize>,
     live: Option<(Option<PathBuf>, u64)>,
     sweep: Option<cairn::eval::sweep::Sweep>,
+    resume: bool,
 }
 
 /// `cairn eval`: errors end the process with status 1 and one line.
@@ -232,6 +240,7 @@ fn eval(args: EvalArgs) -> ExitCode {
             progress: true,
             live,
             overrides: Vec::new(),
+            resume: args.resume,
         };
         match &args.sweep {
             Some(sweep) => {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use cairn::domain::settings::EngineSettings;
 use cairn::domain::task::{Strategy, TaskStatus};
-use cairn::engine::runtime::ports::{Purpose, Speaker};
+use cairn::engine::runtime::ports::{Purpose, Sampling, Speaker};
 use cairn::engine::v2::V2Engine;
 use cairn::store::Store;
 use engine_fakes::*;
@@ -531,13 +531,15 @@ async fn every_repair_level_is_reached_and_a_repeated_fingerprint_escalates() {
     };
     model.reply("tactical", "m2", 1, steps(vec![config_edit(1)]), 1_000);
     // L1 with the error in context tries another fix; proposing that failed fix again (other
-    // id, same tool and args) repeats a failed fingerprint and escalates to L2 without running.
+    // id, same tool and args) repeats a failed fingerprint: refused and asked once more
+    // (sampled warmer); repeated once more, it escalates to L2 without running.
     let mut same = config_edit(2);
     same["id"] = json!("retry");
     model.reply("tactical", "m2", 2, steps(vec![config_edit(2)]), 1_000);
-    model.reply("tactical", "m2", 3, steps(vec![same]), 1_000);
-    model.reply("tactical", "m2", 4, steps(vec![config_edit(4)]), 1_000);
-    model.reply("tactical", "m2", 5, steps(vec![config_edit(5)]), 1_000);
+    model.reply("tactical", "m2", 3, steps(vec![same.clone()]), 1_000);
+    model.reply("tactical", "m2", 4, steps(vec![same]), 1_000);
+    model.reply("tactical", "m2", 5, steps(vec![config_edit(4)]), 1_000);
+    model.reply("tactical", "m2", 6, steps(vec![config_edit(5)]), 1_000);
     // L3: a plan dropping the finished m1 is refused; the next keeps it and adds m2b.
     model.reply("strategic", "", 2, json!({"milestones": [
         {"id": "m2b", "title": "Patch C and its script", "depends_on": [], "effort": 2, "tools": ["edit_file"],
@@ -601,10 +603,26 @@ async fn every_repair_level_is_reached_and_a_repeated_fingerprint_escalates() {
         repairs[2].1, "retry_step",
         "the repeated fingerprint escalated"
     );
-    assert!(
-        events.iter().any(
-            |(_, k, d)| k == "milestone.steps_refused" && d["repeated_fingerprint"].is_string()
-        )
+    let repeats: Vec<&Value> = events
+        .iter()
+        .filter(|(_, k, d)| k == "milestone.steps_refused" && d["repeated_fingerprint"].is_string())
+        .map(|(_, _, d)| d)
+        .collect();
+    assert_eq!(repeats.len(), 2, "{repeats:?}");
+    assert_eq!(repeats[0]["reask"], true, "the first repeat is asked again");
+    assert_eq!(
+        repeats[1]["escalate_to"], "replan_milestone",
+        "the second escalates"
+    );
+    let sampled: Vec<(u32, Sampling)> = model
+        .calls(Purpose::Tactical, Some("m2"))
+        .iter()
+        .map(|a| (a.attempt, a.sampling))
+        .collect();
+    assert_eq!(
+        sampled[2..4],
+        [(3, Sampling::Endpoint), (4, Sampling::Explore)],
+        "the re-ask after a repeat is sampled warmer: {sampled:?}"
     );
     let refused: Vec<&Value> = events
         .iter()

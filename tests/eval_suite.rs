@@ -223,6 +223,7 @@ async fn cairn_eval_runs_on_postgres_too() {
         progress: false,
         live: None,
         overrides: Vec::new(),
+        resume: false,
     };
     let report = cairn::wiring::eval::evaluate(&params).await.expect("eval");
     assert_eq!(report.records.len(), 5 * 2);
@@ -338,4 +339,63 @@ fn a_sweep_runs_the_suite_per_value_and_charts_success_against_it() {
     assert!(!bad.status.success());
     let stderr = String::from_utf8_lossy(&bad.stderr);
     assert!(stderr.contains("within 0..=1"), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_resumed_evaluation_runs_only_what_is_owed_and_reports_on_all_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut params = cairn::eval::runner::EvalParams {
+        suite: "suites/small".into(),
+        strategies: cairn::eval::runner::parse_strategies("reactive,v2").expect("strategies"),
+        repeat: 1,
+        out: dir.path().to_path_buf(),
+        database_url: None,
+        workers: 4,
+        progress: false,
+        live: None,
+        overrides: Vec::new(),
+        resume: false,
+    };
+    let first = cairn::wiring::eval::evaluate(&params).await.expect("eval");
+    assert_eq!(first.records.len(), 10);
+    let log = dir.path().join("runs.jsonl");
+    let lines =
+        |path: &std::path::Path| std::fs::read_to_string(path).expect("log").lines().count();
+    assert_eq!(lines(&log), 10, "every finished run is logged");
+
+    // A second repeat, resumed: the first repeat's runs are kept, only the second's run.
+    params.repeat = 2;
+    params.resume = true;
+    let resumed = cairn::wiring::eval::evaluate(&params)
+        .await
+        .expect("resumed eval");
+    assert_eq!(resumed.records.len(), 20);
+    assert_eq!(lines(&log), 20, "only the owed runs were run");
+    let kept: Vec<_> = resumed.records.iter().filter(|r| r.repeat == 0).collect();
+    assert_eq!(kept.len(), 10);
+    for (before, after) in first.records.iter().zip(kept) {
+        assert_eq!(
+            serde_json::to_value(before).expect("json"),
+            serde_json::to_value(after).expect("json")
+        );
+    }
+
+    // Nothing owed: no run, the same report.
+    let again = cairn::wiring::eval::evaluate(&params)
+        .await
+        .expect("nothing owed");
+    assert_eq!(lines(&log), 20);
+    assert_eq!(again.aggregates, resumed.aggregates);
+
+    // Another experiment (here another world) in the same directory is refused, and the
+    // recorded runs are kept.
+    params.overrides = vec![("guess_success".parse().expect("param"), 0.1)];
+    let refused = cairn::wiring::eval::evaluate(&params)
+        .await
+        .expect_err("refused");
+    assert!(
+        refused.to_string().contains("another experiment"),
+        "{refused}"
+    );
+    assert_eq!(lines(&log), 20);
 }

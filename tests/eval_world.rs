@@ -127,6 +127,7 @@ fn ask(id: uuid::Uuid, purpose: Purpose, milestone: &str, input: Value) -> Model
         input,
         turns: Vec::new(),
         schema: None,
+        sampling: Default::default(),
     }
 }
 

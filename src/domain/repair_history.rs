@@ -163,6 +163,13 @@ impl RepairHistory {
         self.entry(milestone).failed.extend(fingerprints);
     }
 
+    /// Whether `fingerprint` is one of `milestone`'s failed step lists (read only).
+    pub fn failed_before(&self, milestone: &str, fingerprint: &Fingerprint) -> bool {
+        self.milestones
+            .get(milestone)
+            .is_some_and(|e| e.failed.contains(fingerprint))
+    }
+
     /// Judges a proposal at `level`. A new one is accepted and counted (L1, L2); one that
     /// already failed closes `level` for this milestone and escalates to the next level with
     /// attempts left. An L3 proposal is judged by [`Self::propose_plan`].

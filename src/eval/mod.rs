@@ -7,11 +7,14 @@
 //!   run submitted and followed over HTTP;
 //! - [`shadow`]: a candidate strategy on a copy of a real task, side effects sandboxed;
 //! - [`report`]: per-run records, aggregates, regressions and the report files;
+//! - [`resume`]: the log of finished runs that lets `cairn eval --resume` go on where a long
+//!   (live) evaluation stopped;
 //! - [`sweep`]: one world parameter over several values, success per strategy against it;
 //! - [`trace`]: a live run's model answers judged against the ground truth, for calibrating
 //!   the world's slip rates.
 
 pub mod report;
+pub mod resume;
 pub mod runner;
 pub mod shadow;
 pub mod suite;

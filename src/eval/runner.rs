@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::report::Record;
+use super::resume::{RunKey, RunLog, RunsMeta, key_of};
 use super::suite::{Suite, SuiteError};
 use super::sweep::{SweepError, WorldParam};
 use super::world::{META_KEY, World};
@@ -42,6 +43,8 @@ pub struct EvalParams {
     pub live: Option<LiveModel>,
     /// World settings that replace the suite's own (what `--sweep` varies).
     pub overrides: Vec<(WorldParam, f64)>,
+    /// `--resume`: keep the runs `out/runs.jsonl` holds and run only the rest of the matrix.
+    pub resume: bool,
 }
 
 impl EvalParams {
@@ -96,6 +99,8 @@ pub enum EvalError {
     Strategy(String),
     #[error(transparent)]
     Sweep(#[from] SweepError),
+    #[error("cannot resume: {0}")]
+    Resume(String),
 }
 
 /// The suite at `params.suite` with `params.overrides` applied to its world, checked again.
@@ -148,37 +153,104 @@ pub async fn open_store(params: &EvalParams) -> Result<Arc<dyn Store>, EvalError
     Ok(store)
 }
 
-/// Submits every (task, strategy, repeat) to the service at `base` and follows each run
-/// until it is terminal; the world's acceptance check decides verified success.
+/// What makes this evaluation's runs one experiment (see [`super::resume`]).
+pub fn runs_meta(params: &EvalParams, suite: &Suite) -> RunsMeta {
+    RunsMeta {
+        suite: suite.name.clone(),
+        model: model_name(params),
+        simulated: params.live.is_none(),
+        prompts: prompts::ALL.iter().map(|p| p.version()).collect(),
+        world: serde_json::to_value(&suite.world).unwrap_or_default(),
+    }
+}
+
+fn model_name(params: &EvalParams) -> String {
+    match &params.live {
+        Some(live) => live.model.clone(),
+        None => "cairn-eval world model (simulated)".into(),
+    }
+}
+
+/// The matrix in order: (repeat, task, strategy), repeats outermost.
+fn matrix(params: &EvalParams, suite: &Suite) -> Vec<RunKey> {
+    let mut keys = Vec::new();
+    for repeat in 0..params.repeat.max(1) {
+        for task in &suite.tasks {
+            for strategy in &params.strategies {
+                keys.push((task.id.clone(), strategy.as_str().to_string(), repeat));
+            }
+        }
+    }
+    keys
+}
+
+/// The matrix's records in matrix order: those `done` earlier, then those run now.
+pub fn in_matrix_order(
+    params: &EvalParams,
+    suite: &Suite,
+    done: Vec<Record>,
+    ran: Vec<Record>,
+) -> Vec<Record> {
+    let mut by_key: BTreeMap<RunKey, Record> = done
+        .into_iter()
+        .chain(ran)
+        .map(|r| (key_of(&r), r))
+        .collect();
+    matrix(params, suite)
+        .into_iter()
+        .filter_map(|key| by_key.remove(&key))
+        .collect()
+}
+
+/// The part of the matrix a run is still owed: not in `done`.
+pub struct Owed<'a> {
+    pub done: &'a [Record],
+    pub log: &'a RunLog,
+}
+
+/// Submits every (task, strategy, repeat) not already `done` to the service at `base` and
+/// follows each run until it is terminal; the world's acceptance check decides verified
+/// success, and each finished run is appended to the run log at once.
 pub async fn drive(
     params: &EvalParams,
     suite: &Suite,
     world: &World,
     store: &Arc<dyn Store>,
     base: &str,
+    owed: Owed<'_>,
 ) -> Result<Vec<Record>, EvalError> {
     let http = reqwest::Client::new();
     let mut submitted = Vec::new();
-    let runs = params.repeat.max(1) as usize * suite.tasks.len() * params.strategies.len();
-    let (wall_ms, limit) = params.timings(runs);
-    for repeat in 0..params.repeat.max(1) {
-        for task in &suite.tasks {
-            for strategy in &params.strategies {
-                let body = json!({
-                    "goal": task.goal,
-                    "strategy": strategy,
-                    "budget": {"tokens": task.budget_tokens, "tool_calls": 60, "wall_ms": wall_ms},
-                    "metadata": {META_KEY: {"task": task.id, "repeat": repeat, "suite": suite.name}},
-                });
-                let created: Task = send(http.post(format!("{base}/v1/tasks")).json(&body)).await?;
-                submitted.push(Submitted {
-                    task: task.id.clone(),
-                    strategy: *strategy,
-                    repeat,
-                    id: created.id,
-                });
-            }
-        }
+    let finished: std::collections::BTreeSet<RunKey> = owed.done.iter().map(key_of).collect();
+    let todo: Vec<RunKey> = matrix(params, suite)
+        .into_iter()
+        .filter(|key| !finished.contains(key))
+        .collect();
+    let (wall_ms, limit) = params.timings(todo.len());
+    for (task_id, strategy_name, repeat) in todo {
+        let Some(task) = suite.task(&task_id) else {
+            continue;
+        };
+        let Some(strategy) = params
+            .strategies
+            .iter()
+            .find(|s| s.as_str() == strategy_name)
+        else {
+            continue;
+        };
+        let body = json!({
+            "goal": task.goal,
+            "strategy": strategy,
+            "budget": {"tokens": task.budget_tokens, "tool_calls": 60, "wall_ms": wall_ms},
+            "metadata": {META_KEY: {"task": task.id, "repeat": repeat, "suite": suite.name}},
+        });
+        let created: Task = send(http.post(format!("{base}/v1/tasks")).json(&body)).await?;
+        submitted.push(Submitted {
+            task: task.id.clone(),
+            strategy: *strategy,
+            repeat,
+            id: created.id,
+        });
     }
     let total = submitted.len();
     let started = Instant::now();
@@ -222,6 +294,7 @@ pub async fn drive(
                     record.tokens
                 );
             }
+            owed.log.append(&record)?;
             records.insert(index, record);
         }
         if records.len() < total {
@@ -272,10 +345,7 @@ fn build_report(params: &EvalParams, suite: &Suite, records: &[Record]) -> super
     let mut report =
         super::report::Report::build(suite, &params.strategies, params.repeat, records);
     report.simulated = params.live.is_none();
-    report.model = match &params.live {
-        Some(live) => live.model.clone(),
-        None => "cairn-eval world model (simulated)".into(),
-    };
+    report.model = model_name(params);
     report.prompts = prompts::ALL.iter().map(|p| p.version()).collect();
     report
 }

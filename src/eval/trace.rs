@@ -5,6 +5,7 @@
 //! of `misorder_per_unwritten * unwritten` (docs/evaluation.md, "Calibrating the slips").
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -15,11 +16,13 @@ use super::suite::SlipRates;
 use super::world::{Judged, Verdict, World};
 use crate::engine::runtime::ports::{ModelCall, ModelPort, ModelReply, PortError};
 
-/// A model port that judges every answer of the model it wraps.
+/// A model port that judges every answer of the model it wraps, and appends each judged call
+/// to its log (`trace.jsonl`) as it happens, so a killed evaluation keeps its traces.
 pub struct Tracing {
     inner: Arc<dyn ModelPort>,
     world: Arc<World>,
     judged: Mutex<Vec<Judged>>,
+    log: Option<Mutex<std::fs::File>>,
 }
 
 impl Tracing {
@@ -28,6 +31,33 @@ impl Tracing {
             inner,
             world,
             judged: Mutex::new(Vec::new()),
+            log: None,
+        }
+    }
+
+    /// Appends every judged call to `out/trace.jsonl`: kept when `resume`, else started anew.
+    pub fn logged(mut self, out: &Path, resume: bool) -> std::io::Result<Tracing> {
+        let path = out.join("trace.jsonl");
+        if !resume {
+            std::fs::write(&path, b"")?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        self.log = Some(Mutex::new(file));
+        Ok(self)
+    }
+
+    fn append(&self, judged: &Judged) {
+        let Some(log) = &self.log else { return };
+        let Ok(mut line) = serde_json::to_vec(judged) else {
+            return;
+        };
+        line.push(b'\n');
+        let mut file = log.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Err(error) = file.write_all(&line) {
+            tracing::warn!(%error, "cannot append to trace.jsonl");
         }
     }
 
@@ -49,6 +79,7 @@ impl ModelPort for Tracing {
             Err(_) => None,
         };
         if let Some(judged) = judged {
+            self.append(&judged);
             match self.judged.lock() {
                 Ok(mut all) => all.push(judged),
                 Err(poisoned) => poisoned.into_inner().push(judged),
@@ -241,17 +272,18 @@ impl Calibration {
     }
 }
 
-/// Writes `trace.jsonl`, `slips.json` and `slips.md` under `out`.
-pub fn write(out: &Path, judged: &[Judged]) -> std::io::Result<Calibration> {
-    let lines: Vec<String> = judged
-        .iter()
-        .filter_map(|j| serde_json::to_string(j).ok())
+/// Reads every judged call of `out/trace.jsonl` (those of earlier, resumed invocations too;
+/// a line a killed process left unfinished is skipped) and writes `slips.json` and `slips.md`.
+pub fn conclude(out: &Path) -> std::io::Result<Calibration> {
+    let text = std::fs::read_to_string(out.join("trace.jsonl"))?;
+    let judged: Vec<Judged> = text
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
         .collect();
-    let mut text = lines.join("\n");
-    if !text.is_empty() {
-        text.push('\n');
-    }
-    std::fs::write(out.join("trace.jsonl"), text)?;
+    write_slips(out, &judged)
+}
+
+fn write_slips(out: &Path, judged: &[Judged]) -> std::io::Result<Calibration> {
     let calibration = calibrate(judged);
     let json = serde_json::to_string_pretty(&calibration).map_err(std::io::Error::other)?;
     std::fs::write(out.join("slips.json"), json)?;

@@ -60,6 +60,8 @@ pub struct ChatRequest {
     /// When set, the answer must be JSON matching this schema.
     pub output: Option<OutputSchema>,
     pub max_tokens: Option<u32>,
+    /// Sent as `temperature` when set; unset leaves the endpoint's default.
+    pub temperature: Option<f32>,
 }
 
 impl ChatRequest {
@@ -72,6 +74,7 @@ impl ChatRequest {
             messages,
             output: None,
             max_tokens: None,
+            temperature: None,
         }
     }
     pub fn task(mut self, task_id: Uuid) -> Self {

@@ -105,7 +105,7 @@ fn build_request(
                 },
             }),
         max_tokens: request.max_tokens,
-        temperature: None,
+        temperature: request.temperature,
         stream: false,
     };
     let mut builder = http

@@ -15,7 +15,8 @@ use crate::engine::rollout::Rollout;
 use crate::engine::runtime::adapters::LlmModels;
 use crate::engine::runtime::ports::ModelPort;
 use crate::eval::report::Report;
-use crate::eval::runner::{self, EvalError, EvalParams, LiveModel};
+use crate::eval::resume::RunLog;
+use crate::eval::runner::{self, EvalError, EvalParams, LiveModel, Owed};
 use crate::eval::sweep::{Sweep, SweepPoint, SweepReport};
 use crate::eval::trace::{self, Tracing};
 use crate::eval::world::World;
@@ -43,13 +44,21 @@ pub async fn evaluate(params: &EvalParams) -> Result<Report, EvalError> {
     let suite = runner::load_suite(params)?;
     std::fs::create_dir_all(&params.out).map_err(|e| EvalError::Io(e.to_string()))?;
     let store = runner::open_store(params).await?;
+    let (log, done) = RunLog::open(
+        &params.out,
+        &runner::runs_meta(params, &suite),
+        params.resume,
+    )?;
     let world = World::new(Arc::new(suite.clone()), store.clone());
     // A live run judges every real answer against the ground truth (trace.jsonl, slips.md).
     let (world, models, traced): (Arc<World>, Arc<dyn ModelPort>, Option<Arc<Tracing>>) =
         match &params.live {
             Some(live) => {
                 let world = Arc::new(world.with_described_tools());
-                let traced = Arc::new(Tracing::new(live.models.clone(), world.clone()));
+                let traced = Tracing::new(live.models.clone(), world.clone())
+                    .logged(&params.out, params.resume)
+                    .map_err(|e| EvalError::Io(e.to_string()))?;
+                let traced = Arc::new(traced);
                 (world, traced.clone(), Some(traced))
             }
             None => {
@@ -86,14 +95,19 @@ pub async fn evaluate(params: &EvalParams) -> Result<Report, EvalError> {
         let _ = stopped.await;
     }));
     let base = format!("http://{addr}");
-    let outcome = runner::drive(params, &suite, &world, &store, &base).await;
+    let owed = Owed {
+        done: &done,
+        log: &log,
+    };
+    let outcome = runner::drive(params, &suite, &world, &store, &base, owed).await;
     let _ = stop.send(());
     pool.shutdown(Duration::from_secs(5)).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), http).await;
-    if let Some(traced) = traced {
-        trace::write(&params.out, &traced.judged()).map_err(|e| EvalError::Io(e.to_string()))?;
+    if traced.is_some() {
+        trace::conclude(&params.out).map_err(|e| EvalError::Io(e.to_string()))?;
     }
-    runner::conclude(params, &suite, &outcome?)
+    let records = runner::in_matrix_order(params, &suite, done, outcome?);
+    runner::conclude(params, &suite, &records)
 }
 
 /// `cairn eval --sweep PARAM=V1,V2,..`: the whole evaluation once per value (each under

@@ -32,6 +32,7 @@ pub struct Asked {
     pub attempt: u32,
     pub input: Value,
     pub turns: Vec<cairn::engine::runtime::ports::Turn>,
+    pub sampling: cairn::engine::runtime::ports::Sampling,
 }
 
 /// (purpose, milestone or "", attempt or 0 for any) -> (reply, tokens)
@@ -71,6 +72,7 @@ impl ModelPort for FakeModel {
             attempt: call.attempt,
             input: call.input.clone(),
             turns: call.turns.clone(),
+            sampling: call.sampling,
         });
         let purpose = call.purpose.as_str().to_string();
         let milestone = call.milestone.clone().unwrap_or_default();

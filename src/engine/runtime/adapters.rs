@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::ports::{
-    FailureKind, ModelCall, ModelPort, ModelReply, PortError, Purpose, Speaker, ToolCall, ToolPort,
-    ToolReply, ToolSpec,
+    FailureKind, ModelCall, ModelPort, ModelReply, PortError, Purpose, Sampling, Speaker, ToolCall,
+    ToolPort, ToolReply, ToolSpec,
 };
 use crate::llm::{self, ChatMessage, ChatRequest, FailureClass, LlmClient, LlmError};
 use crate::tools::{self, ToolClient, ToolError};
@@ -36,6 +36,10 @@ fn purpose(purpose: Purpose) -> llm::Purpose {
     }
 }
 
+/// The temperature of a [`Sampling::Explore`] call: warm enough to leave a repeated answer,
+/// cool enough to stay on the schema's likeliest shapes.
+pub const EXPLORE_TEMPERATURE: f32 = 0.7;
+
 #[async_trait]
 impl ModelPort for LlmModels {
     async fn complete(&self, call: ModelCall) -> Result<ModelReply, PortError> {
@@ -48,6 +52,10 @@ impl ModelPort for LlmModels {
             );
         request.milestone = call.milestone;
         request.attempt = Some(call.attempt.max(1));
+        request.temperature = match call.sampling {
+            Sampling::Endpoint => None,
+            Sampling::Explore => Some(EXPLORE_TEMPERATURE),
+        };
         match self.client.complete(&request).await {
             Ok(completion) => {
                 let value = completion
@@ -197,6 +205,7 @@ mod tests {
                 Turn::engine(json!({"result_of": "r1", "ok": true, "output": 1})),
             ],
             schema: None,
+            sampling: Sampling::Endpoint,
         };
         let sent: Vec<(String, String)> = messages(&call)
             .into_iter()

@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use super::checkpoint::{Journal, Spend};
 use super::ports::{
-    ModelCall, ModelPort, ModelReply, PortError, Purpose, ToolCall, ToolPort, ToolReply, ToolSpec,
-    Turn,
+    ModelCall, ModelPort, ModelReply, PortError, Purpose, Sampling, ToolCall, ToolPort, ToolReply,
+    ToolSpec, Turn,
 };
 use crate::domain::settings::EngineSettings;
 use crate::domain::task::Task;
@@ -79,6 +79,11 @@ impl Attempt {
 
     /// Asks a model; the spend includes the tokens of a failed call, which were still used.
     pub async fn ask(&self, question: Question<'_>) -> Asked {
+        self.ask_sampled(question, Sampling::Endpoint).await
+    }
+
+    /// [`Attempt::ask`] with the given sampling.
+    pub async fn ask_sampled(&self, question: Question<'_>, sampling: Sampling) -> Asked {
         let started = Instant::now();
         let prompt = question.prompt.version();
         let reply = self
@@ -92,6 +97,7 @@ impl Attempt {
                 input: question.input,
                 turns: question.turns,
                 schema: Some(question.schema),
+                sampling,
             })
             .await;
         let tokens = match &reply {

@@ -59,6 +59,18 @@ pub struct ModelCall {
     pub turns: Vec<Turn>,
     /// JSON Schema of the expected answer, sent as `response_format` where supported.
     pub schema: Option<Value>,
+    pub sampling: Sampling,
+}
+
+/// How the model samples its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sampling {
+    /// The endpoint's own setting (the local model is served at temperature 0).
+    #[default]
+    Endpoint,
+    /// A re-ask after the model proposed again what already failed: at temperature 0 the same
+    /// question gets the same answer, so this one is sampled warmer.
+    Explore,
 }
 
 /// Who said one [`Turn`].

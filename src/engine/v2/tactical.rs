@@ -4,7 +4,8 @@
 //! budget, the artifacts of the milestones it depends on and the full schemas of the tools it
 //! may use. On repair it also carries what was tried and how it failed. A step list that fails
 //! validation goes back to the model with the errors, a bounded number of times; a repair list
-//! whose fingerprint already failed is not executed again (the ladder escalates instead).
+//! whose fingerprint already failed is not executed again: it is refused and asked once more,
+//! sampled warmer ([`Sampling::Explore`]), and a second repeat escalates on the ladder.
 
 use serde_json::{Value, json};
 
@@ -19,7 +20,7 @@ use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Asked, Attempt, brief};
 use crate::engine::runtime::checkpoint::{Failure, Record, TaskState};
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::{FailureKind, Purpose, Turn};
+use crate::engine::runtime::ports::{FailureKind, Purpose, Sampling, Turn};
 use crate::engine::{prompts, schemas};
 
 /// Which kind of step list is asked for.
@@ -93,6 +94,9 @@ struct Proposal<'a> {
     /// The model could not be reached (not counted as the planner's failure).
     transient: bool,
     fingerprint: Option<Fingerprint>,
+    /// A repair proposal that repeats a failed list is refused and asked once more, sampled
+    /// warmer, before the ladder escalates on it.
+    may_reask_repeat: bool,
 }
 
 /// Asks for steps for `milestone_id` and attaches them (one commit per model call).
@@ -104,7 +108,8 @@ pub async fn plan_steps(
 ) -> Result<Planned, Halt> {
     let limits = super::repair::limits(&cx.config);
     let mut errors: Option<String> = None;
-    for _ in 0..=cx.config.max_reasks {
+    let mut sampling = Sampling::Endpoint;
+    for reask in 0..=cx.config.max_reasks {
         let snapshot = cx.journal.snapshot().await;
         let Some(milestone) = snapshot
             .plan
@@ -129,24 +134,25 @@ pub async fn plan_steps(
             + 1;
         let input = input(cx, &request, &snapshot, &milestone);
         let turns = repair_turns(&request, &milestone);
-        let asked = cx
-            .ask(Question {
-                purpose: Purpose::Tactical,
-                milestone: Some(milestone_id),
-                attempt,
-                prompt: &prompts::TACTICAL,
-                input,
-                turns,
-                schema: schemas::tactical(&cx.tool_schemas(&milestone.tools)),
-            })
-            .await;
+        let question = Question {
+            purpose: Purpose::Tactical,
+            milestone: Some(milestone_id),
+            attempt,
+            prompt: &prompts::TACTICAL,
+            input,
+            turns,
+            schema: schemas::tactical(&cx.tool_schemas(&milestone.tools)),
+        };
+        let asked = cx.ask_sampled(question, sampling).await;
         let parsed = parse(&asked, &milestone);
+        let fingerprint = parsed.as_ref().ok().map(|steps| of_steps(steps));
         let proposal = Proposal {
             request,
             attempt,
             parsed: &parsed,
             transient: matches!(&asked.reply, Err(e) if e.kind != FailureKind::InvalidOutput),
-            fingerprint: parsed.as_ref().ok().map(|steps| of_steps(steps)),
+            fingerprint: fingerprint.clone(),
+            may_reask_repeat: sampling == Sampling::Endpoint && reask < cx.config.max_reasks,
         };
         let (_, outcome) = cx
             .journal
@@ -157,7 +163,18 @@ pub async fn plan_steps(
         if let Some(outcome) = outcome {
             return Ok(outcome);
         }
-        errors = parsed.err();
+        errors = match (parsed, fingerprint) {
+            (Err(reason), _) => Some(reason),
+            // Refused as a repeat: the same question once more, with the refusal stated.
+            (Ok(_), fp) => {
+                sampling = Sampling::Explore;
+                Some(format!(
+                    "this step list repeats one that already failed (fingerprint {}); it is \
+                     not run again: write a different list",
+                    fp.map(|f| f.0).unwrap_or_default()
+                ))
+            }
+        };
     }
     Ok(Planned::Unusable {
         reason: errors.unwrap_or_else(|| "no usable step list".into()),
@@ -271,8 +288,20 @@ fn commit(
     )?;
     let exhausted = charged.and_then(|c| c.exhausted);
     state.run_mut(milestone_id).tactical_calls = proposal.attempt;
+    let level = proposal.request.ask.repair_level();
+    if let (Some(fp), Some(level), true) = (&proposal.fingerprint, level, proposal.may_reask_repeat)
+        && state.ladder.failed_before(milestone_id, fp)
+    {
+        record.push(
+            STEPS_REFUSED,
+            json!({"milestone": milestone_id, "attempt": proposal.attempt,
+                   "repeated_fingerprint": fp.0, "level": level, "reask": true}),
+        );
+        let outcome = exhausted.map(|unit| Planned::Exhausted { unit });
+        return Ok((record, outcome));
+    }
     // The ladder judges a repair proposal: new ones are executed, failed ones escalate.
-    let verdict = match (&proposal.fingerprint, proposal.request.ask.repair_level()) {
+    let verdict = match (&proposal.fingerprint, level) {
         (Some(fp), Some(level)) => state
             .ladder
             .propose(milestone_id, level, fp.clone(), limits),

@@ -7,7 +7,9 @@
 //! Programmatic evidence comes first: every target the goal names after a target noun ("services
 //! A and B", "service C"; [`goal_targets`]) must appear in the arguments of a successful tool
 //! call. A goal with a named target no call touched is not met, whatever a model would say, and
-//! the model is not asked (`evidence: "programmatic"`).
+//! the model is not asked (`evidence: "programmatic"`). Free text does not touch a target: a
+//! note's body that says "service A" acts on no service A (the real 1.5B model wrote such a note
+//! to the wrong owner), so message-like fields and sentences are not read for targets.
 
 use serde_json::{Value, json};
 
@@ -180,6 +182,21 @@ pub fn untouched_targets(goal: &str, state: &TaskState) -> Vec<String> {
         .collect()
 }
 
+/// Argument fields that carry prose for a reader rather than the name of what a call acts on.
+const FREE_TEXT_FIELDS: &[&str] = &[
+    "text",
+    "body",
+    "message",
+    "note",
+    "content",
+    "comment",
+    "description",
+    "summary",
+];
+
+/// More words than this make a string a sentence, not a name.
+const MAX_NAME_WORDS: usize = 4;
+
 /// The arguments of every command check in `check` (inside `all` too).
 fn command_args(check: &Check, visit: &mut dyn FnMut(&Value)) {
     match check {
@@ -191,7 +208,7 @@ fn command_args(check: &Check, visit: &mut dyn FnMut(&Value)) {
 
 fn collect_words(value: &Value, words: &mut Vec<String>) {
     match value {
-        Value::String(text) => {
+        Value::String(text) if text.split_whitespace().count() <= MAX_NAME_WORDS => {
             for word in text.split(|c: char| !(c.is_alphanumeric() || matches!(c, '-' | '_' | '.')))
             {
                 let word = word.trim_end_matches('.').to_lowercase();
@@ -202,7 +219,10 @@ fn collect_words(value: &Value, words: &mut Vec<String>) {
             words.retain(|w| !w.is_empty());
         }
         Value::Array(items) => items.iter().for_each(|v| collect_words(v, words)),
-        Value::Object(fields) => fields.values().for_each(|v| collect_words(v, words)),
+        Value::Object(fields) => fields
+            .iter()
+            .filter(|(key, _)| !FREE_TEXT_FIELDS.contains(&key.to_lowercase().as_str()))
+            .for_each(|(_, v)| collect_words(v, words)),
         Value::Number(n) => words.push(n.to_string()),
         _ => {}
     }
@@ -236,6 +256,24 @@ mod tests {
     #[test]
     fn a_successful_call_touches_its_target() {
         assert!(untouched_targets(GOAL, &state_with("done", true)).is_empty());
+    }
+
+    #[test]
+    fn free_text_names_no_target() {
+        let mut state = state_with("failed", false);
+        state.run_mut("m1").observations.push(json!({
+            "step": "m1.s2", "tool": "write_note", "ok": true,
+            "args": {"owner": "Priya Raman", "text": "B"},
+        }));
+        state.run_mut("m1").observations.push(json!({
+            "step": "m1.s3", "tool": "post", "ok": true,
+            "args": {"channel": "ops", "line": "service B restarts tonight at ten"},
+        }));
+        assert_eq!(untouched_targets(GOAL, &state), vec!["B".to_string()]);
+        state.run_mut("m1").observations.push(json!({
+            "step": "m1.s4", "tool": "restart", "ok": true, "args": {"target": "service B"},
+        }));
+        assert!(untouched_targets(GOAL, &state).is_empty());
     }
 
     #[test]

@@ -1,0 +1,223 @@
+//! Resumable evaluations. A live suite on a local CPU model takes hours (about a minute per
+//! run), longer than one sitting, so every finished run is appended to `runs.jsonl` under the
+//! output directory the moment it is judged, and `cairn eval --resume` submits only the runs
+//! of the matrix that file does not hold yet, then reports on all of them.
+//!
+//! Runs are comparable only when the same prompts asked the same model on the same suite:
+//! `runs.meta.json` records those, and resuming with any of them changed is refused rather
+//! than mixing two experiments in one report.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use super::report::Record;
+use super::runner::EvalError;
+
+/// What makes the runs of one output directory one experiment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunsMeta {
+    pub suite: String,
+    pub model: String,
+    pub simulated: bool,
+    /// `Prompt::version` of every prompt the engine asks with.
+    pub prompts: Vec<String>,
+    /// The world's settings, overrides (`--sweep`) applied.
+    pub world: serde_json::Value,
+}
+
+/// One run of the matrix: (suite task, strategy, repeat).
+pub type RunKey = (String, String, u32);
+
+/// The key of a finished run.
+pub fn key_of(record: &Record) -> RunKey {
+    (record.task.clone(), record.strategy.clone(), record.repeat)
+}
+
+/// The append-only log of finished runs of one output directory.
+pub struct RunLog {
+    path: PathBuf,
+    file: Mutex<std::fs::File>,
+}
+
+fn io(error: std::io::Error) -> EvalError {
+    EvalError::Io(error.to_string())
+}
+
+impl RunLog {
+    /// Opens `out/runs.jsonl`. Fresh (`resume == false`) truncates it and writes `meta`;
+    /// resuming checks `meta` against the recorded one and returns the runs already finished.
+    pub fn open(
+        out: &Path,
+        meta: &RunsMeta,
+        resume: bool,
+    ) -> Result<(RunLog, Vec<Record>), EvalError> {
+        let path = out.join("runs.jsonl");
+        let meta_path = out.join("runs.meta.json");
+        let mut done = Vec::new();
+        if resume && path.exists() {
+            let recorded: RunsMeta = std::fs::read(&meta_path)
+                .map_err(io)
+                .and_then(|bytes| {
+                    serde_json::from_slice(&bytes).map_err(|e| EvalError::Io(e.to_string()))
+                })
+                .map_err(|e| EvalError::Io(format!("{}: {e}", meta_path.display())))?;
+            if &recorded != meta {
+                return Err(EvalError::Resume(format!(
+                    "{} holds runs of another experiment (suite {:?}, model {:?}, {} prompts, \
+                     simulated {}, world {}); resume only with the same suite, world, model and \
+                     prompts, or use a new --out",
+                    out.display(),
+                    recorded.suite,
+                    recorded.model,
+                    recorded.prompts.len(),
+                    recorded.simulated,
+                    recorded.world
+                )));
+            }
+            drop_partial_line(&path)?;
+            done = read_runs(&path)?;
+        } else {
+            let json = serde_json::to_vec_pretty(meta).map_err(|e| EvalError::Io(e.to_string()))?;
+            std::fs::write(&meta_path, json).map_err(io)?;
+            std::fs::write(&path, b"").map_err(io)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(io)?;
+        Ok((
+            RunLog {
+                path,
+                file: Mutex::new(file),
+            },
+            done,
+        ))
+    }
+
+    /// Appends one finished run (one line, flushed to the file before returning).
+    pub fn append(&self, record: &Record) -> Result<(), EvalError> {
+        let mut line = serde_json::to_vec(record).map_err(|e| EvalError::Io(e.to_string()))?;
+        line.push(b'\n');
+        let mut file = self
+            .file
+            .lock()
+            .map_err(|_| EvalError::Io(format!("{}: writer poisoned", self.path.display())))?;
+        file.write_all(&line).map_err(io)?;
+        file.flush().map_err(io)
+    }
+}
+
+/// Cuts a last line left unfinished by a killed process, so that the next append starts on a
+/// line of its own (that run is simply run again).
+fn drop_partial_line(path: &Path) -> Result<(), EvalError> {
+    let bytes = std::fs::read(path).map_err(io)?;
+    if bytes.is_empty() || bytes.ends_with(b"\n") {
+        return Ok(());
+    }
+    let keep = bytes
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |at| at + 1);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(io)?;
+    file.set_len(keep as u64).map_err(io)
+}
+
+/// The runs recorded in `path`; an unreadable line is an error.
+fn read_runs(path: &Path) -> Result<Vec<Record>, EvalError> {
+    let file = std::fs::File::open(path).map_err(io)?;
+    let lines: Vec<String> = std::io::BufReader::new(file)
+        .lines()
+        .collect::<Result<_, _>>()
+        .map_err(io)?;
+    let mut runs = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (number, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Record>(line) {
+            // A run recorded twice (two resumes racing) counts once.
+            Ok(record) => {
+                if seen.insert(key_of(&record)) {
+                    runs.push(record);
+                }
+            }
+            Err(e) => {
+                return Err(EvalError::Resume(format!(
+                    "{} line {}: {e}",
+                    path.display(),
+                    number + 1
+                )));
+            }
+        }
+    }
+    Ok(runs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta() -> RunsMeta {
+        RunsMeta {
+            suite: "s".into(),
+            model: "m".into(),
+            simulated: false,
+            prompts: vec!["tactical@1".into()],
+            world: serde_json::json!({"seed": 7}),
+        }
+    }
+
+    fn record(task: &str) -> Record {
+        serde_json::from_value(serde_json::json!({
+            "task": task, "category": "c", "fault": null, "strategy": "v2", "repeat": 0,
+            "status": "succeeded", "verified": true, "tokens": 1, "tool_calls": 1,
+            "model_calls": 1, "wall_ms": 1, "repairs": {}, "gate": null, "fault_fired": false,
+            "recovered": null, "repeated_side_effects": 0,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_resumed_log_returns_its_runs_and_refuses_another_experiment() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, done) = RunLog::open(dir.path(), &meta(), false).unwrap();
+        assert!(done.is_empty());
+        log.append(&record("a")).unwrap();
+        log.append(&record("b")).unwrap();
+        log.append(&record("a")).unwrap();
+        drop(log);
+        // A process killed mid-line leaves a partial last line: dropped, not an error.
+        let path = dir.path().join("runs.jsonl");
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("{\"task\": \"c\", \"categ");
+        std::fs::write(&path, text).unwrap();
+        let (log, done) = RunLog::open(dir.path(), &meta(), true).unwrap();
+        let tasks: Vec<&str> = done.iter().map(|r| r.task.as_str()).collect();
+        assert_eq!(tasks, ["a", "b"]);
+        log.append(&record("c")).unwrap();
+        drop(log);
+        let (_, done) = RunLog::open(dir.path(), &meta(), true).unwrap();
+        assert_eq!(done.len(), 3);
+
+        let mut other = meta();
+        other.prompts = vec!["tactical@2".into()];
+        let refused = RunLog::open(dir.path(), &other, true).err().unwrap();
+        assert!(
+            refused.to_string().contains("another experiment"),
+            "{refused}"
+        );
+
+        // Not resuming starts over.
+        let (_, done) = RunLog::open(dir.path(), &other, false).unwrap();
+        assert!(done.is_empty());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+    }
+}
