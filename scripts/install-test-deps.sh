@@ -6,9 +6,9 @@
 # - schemathesis, the OpenAPI fuzzer tests/api_fuzz.rs runs against a live `cairn serve`, by
 #   scripts/install-schemathesis.sh, into .deps/schemathesis (every package pinned by sha256;
 #   override with CAIRN_SCHEMATHESIS_BIN);
-# - the real local model of tests/live_model.rs (Qwen2.5-Coder-0.5B-Instruct Q4_K_M and the
-#   xllamacpp server), by scripts/install-model.sh, into .deps/llama and .deps/models (override
-#   with CAIRN_LIVE_PYTHON and CAIRN_LIVE_MODEL).
+# - the real local models of tests/live_model.rs (Qwen2.5-Coder-0.5B-Instruct and -1.5B-Instruct
+#   Q4_K_M, and the xllamacpp server), by scripts/install-model.sh, into .deps/llama and
+#   .deps/models (override with CAIRN_LIVE_PYTHON and CAIRN_LIVE_MODEL).
 #
 # Idempotent and fast when already installed: it only checks the pinned versions and the
 # model's sha256. Fails (non-zero) when anything cannot be installed.
@@ -50,5 +50,7 @@ install_fakellm() {
 install_fakellm
 # The API fuzz test's schemathesis.
 "$ROOT/scripts/install-schemathesis.sh"
-# The live-model test's model and server (0.5B: the one the tests use).
+# The live-model test's models and server (0.5B for every case; 1.5B for the strict case
+# scripts/test.sh runs last).
 "$ROOT/scripts/install-model.sh" 0.5b
+"$ROOT/scripts/install-model.sh" 1.5b

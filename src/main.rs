@@ -100,6 +100,10 @@ enum Command {
         /// differ from those the recorded runs used.
         #[arg(long)]
         resume: bool,
+        /// Run at most this many of the runs still owed, then report (with --resume, a long
+        /// live evaluation in bounded sittings; 0 only writes the report).
+        #[arg(long)]
+        max_runs: Option<usize>,
     },
 }
 
@@ -153,6 +157,7 @@ fn main() -> ExitCode {
             run_wall_s,
             sweep,
             resume,
+            max_runs,
         } => eval(EvalArgs {
             suite,
             strategies,
@@ -163,6 +168,7 @@ fn main() -> ExitCode {
             live: live.then_some((config, run_wall_s)),
             sweep,
             resume,
+            max_runs,
         }),
         Command::Migrate { config } => run(config, |config| async move {
             cairn::server::open_migrated(&config).await.map(|_| ())
@@ -209,6 +215,7 @@ struct EvalArgs {
     live: Option<(Option<PathBuf>, u64)>,
     sweep: Option<cairn::eval::sweep::Sweep>,
     resume: bool,
+    max_runs: Option<usize>,
 }
 
 /// `cairn eval`: errors end the process with status 1 and one line.
@@ -241,6 +248,7 @@ fn eval(args: EvalArgs) -> ExitCode {
             live,
             overrides: Vec::new(),
             resume: args.resume,
+            max_runs: args.max_runs,
         };
         match &args.sweep {
             Some(sweep) => {

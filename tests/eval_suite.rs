@@ -224,6 +224,7 @@ async fn cairn_eval_runs_on_postgres_too() {
         live: None,
         overrides: Vec::new(),
         resume: false,
+        max_runs: None,
     };
     let report = cairn::wiring::eval::evaluate(&params).await.expect("eval");
     assert_eq!(report.records.len(), 5 * 2);
@@ -355,6 +356,7 @@ async fn a_resumed_evaluation_runs_only_what_is_owed_and_reports_on_all_runs() {
         live: None,
         overrides: Vec::new(),
         resume: false,
+        max_runs: None,
     };
     let first = cairn::wiring::eval::evaluate(&params).await.expect("eval");
     assert_eq!(first.records.len(), 10);
@@ -363,9 +365,17 @@ async fn a_resumed_evaluation_runs_only_what_is_owed_and_reports_on_all_runs() {
         |path: &std::path::Path| std::fs::read_to_string(path).expect("log").lines().count();
     assert_eq!(lines(&log), 10, "every finished run is logged");
 
-    // A second repeat, resumed: the first repeat's runs are kept, only the second's run.
+    // A second repeat in two sittings: the first runs 4 of the 10 owed and reports the matrix
+    // as incomplete; the second runs the rest. The first repeat's runs are kept.
     params.repeat = 2;
     params.resume = true;
+    params.max_runs = Some(4);
+    let partial = cairn::wiring::eval::evaluate(&params)
+        .await
+        .expect("partial eval");
+    assert_eq!((partial.records.len(), partial.planned_runs), (14, 20));
+    assert!(partial.markdown().contains("14 of the matrix's 20 runs"));
+    params.max_runs = None;
     let resumed = cairn::wiring::eval::evaluate(&params)
         .await
         .expect("resumed eval");

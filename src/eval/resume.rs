@@ -27,6 +27,9 @@ pub struct RunsMeta {
     pub prompts: Vec<String>,
     /// The world's settings, overrides (`--sweep`) applied.
     pub world: serde_json::Value,
+    /// The engine settings the runs used.
+    #[serde(default)]
+    pub engine: serde_json::Value,
 }
 
 /// One run of the matrix: (suite task, strategy, repeat).
@@ -68,8 +71,8 @@ impl RunLog {
             if &recorded != meta {
                 return Err(EvalError::Resume(format!(
                     "{} holds runs of another experiment (suite {:?}, model {:?}, {} prompts, \
-                     simulated {}, world {}); resume only with the same suite, world, model and \
-                     prompts, or use a new --out",
+                     simulated {}, world {}); resume only with the same suite, world, engine settings, \
+                     model and prompts, or use a new --out",
                     out.display(),
                     recorded.suite,
                     recorded.model,
@@ -172,6 +175,7 @@ mod tests {
             simulated: false,
             prompts: vec!["tactical@1".into()],
             world: serde_json::json!({"seed": 7}),
+            engine: serde_json::json!({"max_parallel": 4}),
         }
     }
 

@@ -21,6 +21,7 @@ use super::resume::{RunKey, RunLog, RunsMeta, key_of};
 use super::suite::{Suite, SuiteError};
 use super::sweep::{SweepError, WorldParam};
 use super::world::{META_KEY, World};
+use crate::domain::settings::EngineSettings;
 use crate::domain::task::{Strategy, Task};
 use crate::engine::prompts;
 use crate::engine::runtime::ports::ModelPort;
@@ -45,9 +46,20 @@ pub struct EvalParams {
     pub overrides: Vec<(WorldParam, f64)>,
     /// `--resume`: keep the runs `out/runs.jsonl` holds and run only the rest of the matrix.
     pub resume: bool,
+    /// `--max-runs`: submit at most this many of the runs still owed (`None`: all of them);
+    /// with `--resume`, a long live evaluation goes on in bounded sittings.
+    pub max_runs: Option<usize>,
 }
 
 impl EvalParams {
+    /// The engine settings the runs use: the configured ones when live, else the defaults.
+    pub fn engine_settings(&self) -> EngineSettings {
+        self.live
+            .as_ref()
+            .map(|live| live.engine.clone())
+            .unwrap_or_default()
+    }
+
     /// The wall-clock budget of each run, and how long the whole matrix may take. A real model
     /// answers in seconds per call, not microseconds.
     fn timings(&self, runs: usize) -> (u64, Duration) {
@@ -74,6 +86,8 @@ pub struct LiveModel {
     pub model: String,
     /// The wall-clock budget of each run.
     pub run_wall_ms: u64,
+    /// The engine settings of the configuration (a simulated run uses the defaults).
+    pub engine: EngineSettings,
 }
 
 impl std::fmt::Debug for LiveModel {
@@ -161,6 +175,7 @@ pub fn runs_meta(params: &EvalParams, suite: &Suite) -> RunsMeta {
         simulated: params.live.is_none(),
         prompts: prompts::ALL.iter().map(|p| p.version()).collect(),
         world: serde_json::to_value(&suite.world).unwrap_or_default(),
+        engine: serde_json::to_value(params.engine_settings()).unwrap_or_default(),
     }
 }
 
@@ -225,6 +240,7 @@ pub async fn drive(
     let todo: Vec<RunKey> = matrix(params, suite)
         .into_iter()
         .filter(|key| !finished.contains(key))
+        .take(params.max_runs.unwrap_or(usize::MAX))
         .collect();
     let (wall_ms, limit) = params.timings(todo.len());
     for (task_id, strategy_name, repeat) in todo {

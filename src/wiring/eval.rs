@@ -27,12 +27,12 @@ use crate::worker::{PoolParams, WorkerPool};
 /// The dispatch of an evaluation: every strategy's engine over the world. The world is its
 /// own sandbox, so shadow copies (none are submitted) would run over it too; `auto` always
 /// goes through the gate and v2 (rollout 100%).
-pub fn matrix(world: Arc<World>, models: Arc<dyn ModelPort>) -> Dispatch {
+pub fn matrix(world: Arc<World>, models: Arc<dyn ModelPort>, settings: EngineSettings) -> Dispatch {
     let engines = || {
         Engines::new(
             models.clone(),
             world.clone(),
-            EngineSettings::default(),
+            settings.clone(),
             BaselineConfig::default(),
         )
     };
@@ -69,7 +69,7 @@ pub async fn evaluate(params: &EvalParams) -> Result<Report, EvalError> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let pool = WorkerPool::start(PoolParams {
         store: store.clone(),
-        engine: Arc::new(matrix(world.clone(), models)),
+        engine: Arc::new(matrix(world.clone(), models, params.engine_settings())),
         clock: clock.clone(),
         worker_id: "cairn-eval".into(),
         workers: params.workers.max(1),
@@ -164,7 +164,9 @@ pub enum LiveError {
 }
 
 /// The model of `cairn eval --live`: the configured endpoints (`CAIRN_LLM_*`, or the config
-/// file), each run given `run_wall_ms` of wall-clock budget.
+/// file), each run given `run_wall_ms` of wall-clock budget, and the configured engine
+/// settings (`CAIRN_ENGINE_*`: e.g. `CAIRN_ENGINE_MAX_PARALLEL=1` for a model that serves one
+/// call at a time).
 pub fn live_model(config_file: Option<&Path>, run_wall_ms: u64) -> Result<LiveModel, LiveError> {
     let config = Config::from_process_env(config_file)?;
     let endpoints = Endpoints::from_config(&config.llm)
@@ -193,5 +195,6 @@ pub fn live_model(config_file: Option<&Path>, run_wall_ms: u64) -> Result<LiveMo
         models: Arc::new(LlmModels::new(client)),
         model,
         run_wall_ms,
+        engine: config.engine,
     })
 }

@@ -14,7 +14,9 @@ use crate::domain::fingerprint::{Fingerprint, of_steps};
 use crate::domain::ledger::Unit;
 use crate::domain::plan::{Milestone, Step, StepList, StepStatus};
 use crate::domain::repair::{ProposalVerdict, RepairLevel, RepairLimits, rung_name};
-use crate::domain::validate::{PlanLimits, StepError, feedback, validate_steps};
+use crate::domain::validate::{
+    PlanLimits, StepError, drop_repeated_calls, feedback, validate_steps,
+};
 use crate::engine::Halt;
 use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Asked, Attempt, brief};
@@ -254,6 +256,8 @@ fn parse(asked: &Asked, milestone: &Milestone) -> Result<Vec<Step>, String> {
     let steps = serde_json::from_value::<StepList>(reply.value.clone())
         .map(|list| list.steps)
         .map_err(|error| format!("not a step list: {error}"))?;
+    // Calls repeated with nothing between to change their answer are cut, not refused.
+    let (steps, _dropped) = drop_repeated_calls(steps);
     match validate_steps(&steps, milestone, &PlanLimits::default()) {
         Ok(()) => Ok(steps),
         Err(mut errors) => {

@@ -217,6 +217,10 @@ pub struct Report {
     pub rollout_regressions: Vec<String>,
     /// The strategy `rollout_regressions` judged.
     pub rollout_candidate: Option<String>,
+    /// Runs of the matrix (tasks x strategies x repeats); fewer `records` than this means an
+    /// evaluation still in progress (`cairn eval --resume` goes on with it).
+    #[serde(default)]
+    pub planned_runs: usize,
     pub records: Vec<Record>,
 }
 
@@ -260,6 +264,7 @@ impl Report {
             v2_regressions,
             rollout_regressions,
             rollout_candidate,
+            planned_runs: suite.tasks.len() * strategies.len() * repeat.max(1) as usize,
             records: records.to_vec(),
         }
     }

@@ -67,6 +67,15 @@ impl Report {
                 self.model, self.seed, self.repeat
             );
         }
+        if self.records.len() < self.planned_runs {
+            let _ = writeln!(
+                out,
+                "**Incomplete**: {} of the matrix's {} runs are recorded so far (`cairn eval \
+                 --resume` runs the rest); every figure below is over the recorded runs only.\n",
+                self.records.len(),
+                self.planned_runs
+            );
+        }
         if !self.prompts.is_empty() {
             let _ = writeln!(out, "Prompts: {}.\n", self.prompts.join(", "));
         }
