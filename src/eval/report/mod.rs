@@ -46,6 +46,12 @@ pub struct Record {
     /// Calls the world refused because a prerequisite step had not happened yet.
     #[serde(default)]
     pub misordered: u32,
+    /// Ground-truth steps performed (each counted once), and performances of them again:
+    /// work a replan threw away and did over (reads as well as writes).
+    #[serde(default)]
+    pub steps_performed: u32,
+    #[serde(default)]
+    pub steps_redone: u32,
 }
 
 impl Record {
@@ -106,7 +112,16 @@ impl Record {
             recovered: fault_fired.then_some(verified),
             repeated_side_effects: state.repeated_side_effects,
             misordered: state.misordered,
+            steps_performed: state.performed.values().filter(|n| **n > 0).count() as u32,
+            steps_redone: state.performed.values().map(|n| n.saturating_sub(1)).sum(),
         }
+    }
+
+    /// Whether the run replanned (L2 or L3): where completed work can be kept or lost.
+    pub fn replanned(&self) -> bool {
+        ["replan_milestone", "replan_strategy"]
+            .iter()
+            .any(|level| self.repairs.get(*level).copied().unwrap_or(0) > 0)
     }
 }
 
@@ -135,6 +150,13 @@ pub struct Aggregate {
     pub repeated_side_effects: u32,
     #[serde(default)]
     pub misordered: u32,
+    /// Runs that replanned (L2 or L3), and the share of the steps they performed that they
+    /// performed only once: completed work preserved across replans (`None` when no step of
+    /// a replanned run was performed).
+    #[serde(default)]
+    pub replanned: u32,
+    #[serde(default)]
+    pub work_preserved: Option<f64>,
     pub gate_direct: u32,
     pub gate_plan: u32,
 }
@@ -143,7 +165,13 @@ impl Aggregate {
     fn of<'a>(records: impl Iterator<Item = &'a Record>) -> Aggregate {
         let mut a = Aggregate::default();
         let (mut tokens, mut tools, mut models, mut wall) = (0u64, 0u64, 0u64, 0u64);
+        let (mut kept, mut redone) = (0u64, 0u64);
         for r in records {
+            if r.replanned() {
+                a.replanned += 1;
+                kept += u64::from(r.steps_performed);
+                redone += u64::from(r.steps_redone);
+            }
             a.runs += 1;
             a.verified += u32::from(r.verified);
             a.claimed += u32::from(r.claimed);
@@ -176,6 +204,7 @@ impl Aggregate {
             a.mean_model_calls = models as f64 / n;
             a.mean_wall_ms = wall as f64 / n;
         }
+        a.work_preserved = (kept + redone > 0).then(|| kept as f64 / (kept + redone) as f64);
         a
     }
 }

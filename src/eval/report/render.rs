@@ -6,15 +6,24 @@ use std::fmt::Write as _;
 
 use super::Report;
 
+/// "94% (12 runs)": the share of the replanned runs' performed steps not performed again.
+fn preserved(a: &super::Aggregate) -> String {
+    match a.work_preserved {
+        _ if a.replanned == 0 => "- (no replan)".into(),
+        None => format!("- ({} runs, no step performed)", a.replanned),
+        Some(share) => format!("{:.0}% ({} runs)", share * 100.0, a.replanned),
+    }
+}
+
 impl Report {
     /// The headline table (also what the README shows).
     pub fn headline(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "| strategy | verified success | claimed | false success | mean tokens | tokens per verified success | mean tool calls | mean model calls | repairs L1/L2/L3 | faults recovered | repeated side effects |"
+            "| strategy | verified success | claimed | false success | mean tokens | tokens per verified success | mean tool calls | mean model calls | repairs L1/L2/L3 | faults recovered | work preserved across replans | repeated side effects |"
         );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|");
         for name in &self.strategies {
             let Some(a) = self.aggregates.get(name) else {
                 continue;
@@ -22,7 +31,7 @@ impl Report {
             let rep = |l: &str| a.repairs.get(l).copied().unwrap_or(0);
             let _ = writeln!(
                 out,
-                "| {name} | {}/{} ({:.0}%) | {} | {} | {:.0} | {:.0} | {:.1} | {:.1} | {}/{}/{} | {}/{} | {} |",
+                "| {name} | {}/{} ({:.0}%) | {} | {} | {:.0} | {:.0} | {:.1} | {:.1} | {}/{}/{} | {}/{} | {} | {} |",
                 a.verified,
                 a.runs,
                 a.success_rate * 100.0,
@@ -37,6 +46,7 @@ impl Report {
                 rep("replan_strategy"),
                 a.recovered,
                 a.faults_fired,
+                preserved(a),
                 a.repeated_side_effects
             );
         }
