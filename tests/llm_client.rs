@@ -555,3 +555,70 @@ async fn a_refused_response_format_is_dropped_and_the_answer_still_validated() {
         vec![true, false]
     );
 }
+
+/// A server that records each request body and answers one verdict.
+async fn recording_server() -> (String, Arc<Mutex<Vec<Value>>>) {
+    let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let log = seen.clone();
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+            let log = log.clone();
+            async move {
+                log.lock().unwrap_or_else(|p| p.into_inner()).push(body);
+                axum::Json(json!({
+                    "choices": [{"message": {"role": "assistant",
+                        "content": "{\"verdict\": \"pass\", \"reason\": \"ok\"}"}}],
+                    "usage": {"prompt_tokens": 7, "completion_tokens": 5}
+                }))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind(local()).await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (format!("http://{addr}"), seen)
+}
+
+#[tokio::test]
+async fn an_exploring_re_ask_is_sent_warmer_and_other_calls_keep_the_endpoint_temperature() {
+    use cairn::engine::runtime::adapters::{EXPLORE_TEMPERATURE, LlmModels};
+    use cairn::engine::runtime::ports::{ModelCall, ModelPort, Purpose as Asked, Sampling};
+    let (base_url, seen) = recording_server().await;
+    let client = LlmClient::new(
+        Endpoints::uniform(LlmEndpoint {
+            base_url,
+            api_key: Secret::default(),
+            model: "local".into(),
+        }),
+        policy(),
+    )
+    .expect("client");
+    let models = LlmModels::new(client);
+    for sampling in [Sampling::Endpoint, Sampling::Explore] {
+        models
+            .complete(ModelCall {
+                purpose: Asked::Verifier,
+                task_id: Uuid::now_v7(),
+                milestone: None,
+                attempt: 1,
+                prompt: "judge".into(),
+                input: json!({"goal": "g"}),
+                turns: Vec::new(),
+                schema: Some(json!({"type": "object"})),
+                sampling,
+            })
+            .await
+            .expect("answer");
+    }
+    let bodies = seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    assert_eq!(bodies.len(), 2);
+    assert!(bodies[0].get("temperature").is_none(), "{}", bodies[0]);
+    let sent = bodies[1]["temperature"].as_f64().expect("temperature sent");
+    assert!(
+        (sent - f64::from(EXPLORE_TEMPERATURE)).abs() < 1e-6,
+        "{sent}"
+    );
+}
