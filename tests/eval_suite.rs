@@ -209,23 +209,31 @@ fn cairn_eval_runs_the_small_suite_and_reports_it() {
     assert!(svg.contains("v2") && svg.contains("one_shot"));
 }
 
-#[tokio::test]
-async fn cairn_eval_runs_on_postgres_too() {
-    let pg = common::TestPg::create().await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let params = cairn::eval::runner::EvalParams {
+/// The small suite, reactive and v2, one repeat, into `out`.
+fn small_reactive_v2(
+    out: &std::path::Path,
+    database_url: Option<String>,
+) -> cairn::eval::runner::EvalParams {
+    cairn::eval::runner::EvalParams {
         suite: "suites/small".into(),
         strategies: cairn::eval::runner::parse_strategies("reactive,v2").expect("strategies"),
         repeat: 1,
-        out: dir.path().to_path_buf(),
-        database_url: Some(pg.url.clone()),
+        out: out.to_path_buf(),
+        database_url,
         workers: 4,
         progress: false,
         live: None,
         overrides: Vec::new(),
         resume: false,
         max_runs: None,
-    };
+    }
+}
+
+#[tokio::test]
+async fn cairn_eval_runs_on_postgres_too() {
+    let pg = common::TestPg::create().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let params = small_reactive_v2(dir.path(), Some(pg.url.clone()));
     let report = cairn::wiring::eval::evaluate(&params).await.expect("eval");
     assert_eq!(report.records.len(), 5 * 2);
     let pipeline = report
@@ -345,19 +353,7 @@ fn a_sweep_runs_the_suite_per_value_and_charts_success_against_it() {
 #[tokio::test]
 async fn a_resumed_evaluation_runs_only_what_is_owed_and_reports_on_all_runs() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut params = cairn::eval::runner::EvalParams {
-        suite: "suites/small".into(),
-        strategies: cairn::eval::runner::parse_strategies("reactive,v2").expect("strategies"),
-        repeat: 1,
-        out: dir.path().to_path_buf(),
-        database_url: None,
-        workers: 4,
-        progress: false,
-        live: None,
-        overrides: Vec::new(),
-        resume: false,
-        max_runs: None,
-    };
+    let mut params = small_reactive_v2(dir.path(), None);
     let first = cairn::wiring::eval::evaluate(&params).await.expect("eval");
     assert_eq!(first.records.len(), 10);
     let log = dir.path().join("runs.jsonl");

@@ -493,6 +493,16 @@ async fn the_api_key_is_sent_but_never_logged_or_shown() {
     }
 }
 
+/// Serves `app` on a free loopback port; returns its base URL.
+async fn serve(app: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind(local()).await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    format!("http://{addr}")
+}
+
 /// A server that refuses `response_format` with HTTP 400, as some OpenAI-compatible servers
 /// do, and answers plain requests with prose around JSON.
 async fn format_refusing_server() -> (String, Arc<Mutex<Vec<bool>>>) {
@@ -523,12 +533,7 @@ async fn format_refusing_server() -> (String, Arc<Mutex<Vec<bool>>>) {
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind(local()).await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    (format!("http://{addr}"), seen)
+    (serve(app).await, seen)
 }
 
 #[tokio::test]
@@ -574,12 +579,7 @@ async fn recording_server() -> (String, Arc<Mutex<Vec<Value>>>) {
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind(local()).await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    (format!("http://{addr}"), seen)
+    (serve(app).await, seen)
 }
 
 #[tokio::test]
