@@ -22,6 +22,7 @@ pub mod plan;
 pub mod repair;
 pub mod report;
 pub mod settings;
+pub mod step_repeats;
 pub mod task;
 pub mod telemetry;
 pub mod validate;

@@ -382,30 +382,6 @@ pub fn validate_steps(
     }
 }
 
-/// The list without the steps that repeat an earlier identical call (tool and arguments) with
-/// only calls of that same tool between them: nothing ran that could change its answer, so the
-/// second call could only cost. Returns the ids dropped. (The real 1.5B model wrote twelve
-/// lookups of three services for "find the owner of B"; refusing such a list made it re-ask
-/// and fail, so the list is cut instead.) "Test, edit, test again" keeps both tests: the edit
-/// ran between them.
-pub fn drop_repeated_calls(steps: Vec<Step>) -> (Vec<Step>, Vec<String>) {
-    let mut kept: Vec<Step> = Vec::with_capacity(steps.len());
-    let mut dropped = Vec::new();
-    for step in steps {
-        let repeats = kept
-            .iter()
-            .rev()
-            .take_while(|s| s.tool == step.tool)
-            .any(|s| s.args == step.args);
-        if repeats {
-            dropped.push(step.id);
-        } else {
-            kept.push(step);
-        }
-    }
-    (kept, dropped)
-}
-
 #[cfg(test)]
 #[path = "validate_tests.rs"]
 mod tests;

@@ -226,34 +226,6 @@ fn step_lists_stay_within_the_milestone() {
     );
 }
 
-#[test]
-fn a_call_repeated_with_nothing_between_to_change_its_answer_is_dropped() {
-    let call = |id: &str, tool: &str, arg: &str| {
-        let mut s = step(id, tool);
-        s.args = json!({"service": arg});
-        s
-    };
-    // Lookups of B, A, B: the second B lookup repeats the first.
-    let (kept, dropped) = drop_repeated_calls(vec![
-        call("s1", "lookup", "B"),
-        call("s2", "lookup", "A"),
-        call("s3", "lookup", "B"),
-        call("s4", "write_note", "B"),
-    ]);
-    let ids: Vec<&str> = kept.iter().map(|s| s.id.as_str()).collect();
-    assert_eq!(
-        (ids, dropped),
-        (vec!["s1", "s2", "s4"], vec!["s3".to_string()])
-    );
-    // Test, edit, test again: the edit ran between them.
-    let (kept, dropped) = drop_repeated_calls(vec![
-        call("s1", "run", "make test"),
-        call("s2", "edit_file", "a.py"),
-        call("s3", "run", "make test"),
-    ]);
-    assert_eq!((kept.len(), dropped.len()), (3, 0));
-}
-
 fn finished(mut p: Plan, ids: &[&str]) -> Plan {
     for m in &mut p.milestones {
         if ids.contains(&m.id.as_str()) {

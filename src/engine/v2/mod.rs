@@ -43,6 +43,7 @@ pub mod runner;
 pub mod schedule;
 pub mod strategic;
 pub mod tactical;
+mod tactical_input;
 pub mod verifier;
 
 use crate::domain::report::Cause;

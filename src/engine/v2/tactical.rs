@@ -7,22 +7,22 @@
 //! whose fingerprint already failed is not executed again: it is refused and asked once more,
 //! sampled warmer ([`Sampling::Explore`]), and a second repeat escalates on the ladder.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
+use super::tactical_input;
 use crate::domain::event::kinds::{STEPS_PLANNED, STEPS_REFUSED};
 use crate::domain::fingerprint::{Fingerprint, of_steps};
 use crate::domain::ledger::Unit;
 use crate::domain::plan::{Milestone, Step, StepList, StepStatus};
 use crate::domain::repair::{ProposalVerdict, RepairLevel, RepairLimits, rung_name};
-use crate::domain::validate::{
-    PlanLimits, StepError, drop_repeated_calls, feedback, validate_steps,
-};
+use crate::domain::step_repeats::drop_repeated_calls;
+use crate::domain::validate::{PlanLimits, StepError, feedback, validate_steps};
 use crate::engine::Halt;
 use crate::engine::runtime::attempt::Question;
-use crate::engine::runtime::attempt::{Asked, Attempt, brief};
+use crate::engine::runtime::attempt::{Asked, Attempt};
 use crate::engine::runtime::checkpoint::{Failure, Record, TaskState};
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::{FailureKind, Purpose, Sampling, Turn};
+use crate::engine::runtime::ports::{FailureKind, Purpose, Sampling};
 use crate::engine::{prompts, schemas};
 
 /// Which kind of step list is asked for.
@@ -80,12 +80,12 @@ pub enum Planned {
 
 /// One request to the tactical planner.
 #[derive(Clone, Copy)]
-struct Request<'a> {
-    milestone_id: &'a str,
-    ask: Ask,
-    failure: Option<&'a Failure>,
+pub(super) struct Request<'a> {
+    pub(super) milestone_id: &'a str,
+    pub(super) ask: Ask,
+    pub(super) failure: Option<&'a Failure>,
     /// The validation errors of the previous proposal, on a re-ask.
-    errors: Option<&'a str>,
+    pub(super) errors: Option<&'a str>,
 }
 
 /// The model's answer to one request, judged, as it is committed.
@@ -134,8 +134,8 @@ pub async fn plan_steps(
             .get(milestone_id)
             .map_or(0, |run| run.tactical_calls)
             + 1;
-        let input = input(cx, &request, &snapshot, &milestone);
-        let turns = repair_turns(&request, &milestone);
+        let input = tactical_input::input(cx, &request, &snapshot, &milestone);
+        let turns = tactical_input::repair_turns(&request, &milestone);
         let question = Question {
             purpose: Purpose::Tactical,
             milestone: Some(milestone_id),
@@ -181,70 +181,6 @@ pub async fn plan_steps(
     Ok(Planned::Unusable {
         reason: errors.unwrap_or_else(|| "no usable step list".into()),
     })
-}
-
-/// The tactical prompt's input: one milestone, its budget left, its dependencies' artifacts,
-/// its tools' schemas and, on repair, what failed.
-fn input(
-    cx: &Attempt,
-    request: &Request<'_>,
-    snapshot: &TaskState,
-    milestone: &Milestone,
-) -> Value {
-    let milestone_id = request.milestone_id;
-    let run = snapshot.runs.get(milestone_id).cloned().unwrap_or_default();
-    let dependency_artifacts: serde_json::Map<String, Value> = milestone
-        .depends_on
-        .iter()
-        .filter_map(|dep| {
-            snapshot
-                .artifacts
-                .get(dep)
-                .map(|a| (dep.clone(), brief(&json!(a), 6000)))
-        })
-        .collect();
-    let remaining = snapshot
-        .ledger
-        .as_ref()
-        .map(|l| ledger::remaining(l, milestone_id))
-        .unwrap_or_default();
-    json!({
-        "goal": cx.task().goal,
-        "milestone": {"id": milestone.id, "title": milestone.title,
-                      "outcome": milestone.outcome, "accept": milestone.accept},
-        "remaining_budget": remaining,
-        "dependency_artifacts": dependency_artifacts,
-        "tools": cx.tool_schemas(&milestone.tools),
-        "repair": request.ask.repair_level(),
-        "failure": request.failure,
-        "current_steps": milestone.steps,
-        "observations": run.observations.iter().rev().take(12).collect::<Vec<_>>(),
-        "validation_errors": request.errors,
-    })
-}
-
-/// On a repair, the list that failed as the model's own earlier answer and the failure as the
-/// reply to it: a small model shown its failed list only inside the input proposes it again
-/// (measured on the 1.5B model: the same list at L1, L2 and L3); as a conversation it reads as
-/// "you said this, it failed". Empty for a first list.
-fn repair_turns(request: &Request<'_>, milestone: &Milestone) -> Vec<Turn> {
-    let Some(failure) = request.failure.filter(|_| request.ask != Ask::Initial) else {
-        return Vec::new();
-    };
-    let tried: Vec<Value> = milestone
-        .steps
-        .iter()
-        .map(|s| json!({"id": s.id, "tool": s.tool, "args": s.args}))
-        .collect();
-    vec![
-        Turn::model(json!({"steps": tried})),
-        Turn::engine(json!({
-            "failed": failure.step,
-            "error": brief(&json!(failure.detail), 1000),
-            "next": "That list failed. Write a different one: change the tool or the arguments \
-                     the error points at; a list identical to a failed one is not run again.",
-        })),
-    ]
 }
 
 /// Reads and validates a step list from the model's answer; `Err` is the feedback for a re-ask.
