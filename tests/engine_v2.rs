@@ -563,9 +563,13 @@ async fn every_repair_level_is_reached_and_a_repeated_fingerprint_escalates() {
         json!({"verdict": "pass", "reason": "ok"}),
         100,
     );
+    let settings = EngineSettings {
+        explore_repeats: true,
+        ..EngineSettings::default()
+    };
     let task = run_task(
         store.clone(),
-        &engine(&model, &tools),
+        &V2Engine::new(model.clone(), tools.clone(), settings),
         "patch C",
         Strategy::V2,
         budget(200_000),

@@ -109,6 +109,9 @@ impl Config {
             "CAIRN_ENGINE_MAX_PARALLEL" => {
                 self.engine.max_parallel = parse(name, value, "a whole number")?
             }
+            "CAIRN_ENGINE_EXPLORE_REPEATS" => {
+                self.engine.explore_repeats = parse(name, value, "true or false")?
+            }
             "CAIRN_AUTH" => self.auth = parse(name, value, "auto, on or off")?,
             _ => {}
         }

@@ -174,6 +174,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_ENGINE_RESERVE_FRAC", "engine.reserve_frac"),
     ("CAIRN_ENGINE_REPAIR_AT", "engine.pressure_frac"),
     ("CAIRN_ENGINE_MAX_PARALLEL", "engine.max_parallel"),
+    ("CAIRN_ENGINE_EXPLORE_REPEATS", "engine.explore_repeats"),
     ("CAIRN_DB_ACQUIRE_TIMEOUT_MS", "db_acquire_timeout_ms"),
     ("CAIRN_DB_COMMIT_WRITERS", "db_commit_writers"),
     ("CAIRN_AUTH", "auth"),

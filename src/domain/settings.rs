@@ -23,6 +23,10 @@ pub struct EngineSettings {
     pub transient_backoff_ms: u64,
     /// Re-asks after an invalid plan or step list.
     pub max_reasks: u32,
+    /// A repair proposal that repeats a failed step list is asked once more, sampled warmer,
+    /// before the ladder escalates. Off by default: on the 1.5B model the warmer re-ask
+    /// repeated the list 10 times out of 10, and the seed's worked example escalates at once.
+    pub explore_repeats: bool,
     /// Milestones of one task running at once.
     pub max_parallel: usize,
     pub direct_max_tool_calls: u32,
@@ -49,6 +53,7 @@ impl Default for EngineSettings {
             max_transient_retries: 2,
             transient_backoff_ms: 200,
             max_reasks: 2,
+            explore_repeats: false,
             max_parallel: 4,
             direct_max_tool_calls: 3,
             direct_min_success: 0.9,

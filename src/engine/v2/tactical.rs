@@ -4,8 +4,9 @@
 //! budget, the artifacts of the milestones it depends on and the full schemas of the tools it
 //! may use. On repair it also carries what was tried and how it failed. A step list that fails
 //! validation goes back to the model with the errors, a bounded number of times; a repair list
-//! whose fingerprint already failed is not executed again: it is refused and asked once more,
-//! sampled warmer ([`Sampling::Explore`]), and a second repeat escalates on the ladder.
+//! whose fingerprint already failed is not executed again: the ladder escalates instead, or,
+//! with `explore_repeats`, it is first refused and asked once more, sampled warmer
+//! ([`Sampling::Explore`]), and a second repeat escalates.
 
 use serde_json::json;
 
@@ -154,7 +155,9 @@ pub async fn plan_steps(
             parsed: &parsed,
             transient: matches!(&asked.reply, Err(e) if e.kind != FailureKind::InvalidOutput),
             fingerprint: fingerprint.clone(),
-            may_reask_repeat: sampling == Sampling::Endpoint && reask < cx.config.max_reasks,
+            may_reask_repeat: cx.config.explore_repeats
+                && sampling == Sampling::Endpoint
+                && reask < cx.config.max_reasks,
         };
         let (_, outcome) = cx
             .journal
