@@ -350,19 +350,36 @@ fn a_sweep_runs_the_suite_per_value_and_charts_success_against_it() {
     assert!(stderr.contains("within 0..=1"), "{stderr}");
 }
 
+/// A new sitting, as a new process would see it: the recorded runs (`runs.*`) copied into a
+/// fresh output directory. Three evaluations in one process on one SQLite path answered a 500
+/// once in CI (the previous pool may still hold the file it deletes); the CLI runs one per
+/// process.
+fn next_sitting(from: &std::path::Path) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for name in ["runs.jsonl", "runs.meta.json"] {
+        std::fs::copy(from.join(name), dir.path().join(name)).expect("copy the run log");
+    }
+    dir
+}
+
 #[tokio::test]
 async fn a_resumed_evaluation_runs_only_what_is_owed_and_reports_on_all_runs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut params = small_reactive_v2(dir.path(), None);
     let first = cairn::wiring::eval::evaluate(&params).await.expect("eval");
     assert_eq!(first.records.len(), 10);
-    let log = dir.path().join("runs.jsonl");
-    let lines =
-        |path: &std::path::Path| std::fs::read_to_string(path).expect("log").lines().count();
-    assert_eq!(lines(&log), 10, "every finished run is logged");
+    let lines = |dir: &tempfile::TempDir| {
+        std::fs::read_to_string(dir.path().join("runs.jsonl"))
+            .expect("log")
+            .lines()
+            .count()
+    };
+    assert_eq!(lines(&dir), 10, "every finished run is logged");
 
     // A second repeat in two sittings: the first runs 4 of the 10 owed and reports the matrix
     // as incomplete; the second runs the rest. The first repeat's runs are kept.
+    let dir = next_sitting(dir.path());
+    params.out = dir.path().to_path_buf();
     params.repeat = 2;
     params.resume = true;
     params.max_runs = Some(4);
@@ -371,12 +388,14 @@ async fn a_resumed_evaluation_runs_only_what_is_owed_and_reports_on_all_runs() {
         .expect("partial eval");
     assert_eq!((partial.records.len(), partial.planned_runs), (14, 20));
     assert!(partial.markdown().contains("14 of the matrix's 20 runs"));
+    let dir = next_sitting(dir.path());
+    params.out = dir.path().to_path_buf();
     params.max_runs = None;
     let resumed = cairn::wiring::eval::evaluate(&params)
         .await
         .expect("resumed eval");
     assert_eq!(resumed.records.len(), 20);
-    assert_eq!(lines(&log), 20, "only the owed runs were run");
+    assert_eq!(lines(&dir), 20, "only the owed runs were run");
     let kept: Vec<_> = resumed.records.iter().filter(|r| r.repeat == 0).collect();
     assert_eq!(kept.len(), 10);
     for (before, after) in first.records.iter().zip(kept) {
@@ -387,14 +406,18 @@ async fn a_resumed_evaluation_runs_only_what_is_owed_and_reports_on_all_runs() {
     }
 
     // Nothing owed: no run, the same report.
+    let dir = next_sitting(dir.path());
+    params.out = dir.path().to_path_buf();
     let again = cairn::wiring::eval::evaluate(&params)
         .await
         .expect("nothing owed");
-    assert_eq!(lines(&log), 20);
+    assert_eq!(lines(&dir), 20);
     assert_eq!(again.aggregates, resumed.aggregates);
 
     // Another experiment (here another world) in the same directory is refused, and the
     // recorded runs are kept.
+    let dir = next_sitting(dir.path());
+    params.out = dir.path().to_path_buf();
     params.overrides = vec![("guess_success".parse().expect("param"), 0.1)];
     let refused = cairn::wiring::eval::evaluate(&params)
         .await
@@ -403,5 +426,5 @@ async fn a_resumed_evaluation_runs_only_what_is_owed_and_reports_on_all_runs() {
         refused.to_string().contains("another experiment"),
         "{refused}"
     );
-    assert_eq!(lines(&log), 20);
+    assert_eq!(lines(&dir), 20);
 }
