@@ -493,6 +493,19 @@ async fn the_api_key_is_sent_but_never_logged_or_shown() {
     }
 }
 
+/// A client of the one local endpoint at `base_url`, without an API key.
+fn local_client(base_url: String) -> LlmClient {
+    LlmClient::new(
+        Endpoints::uniform(LlmEndpoint {
+            base_url,
+            api_key: Secret::default(),
+            model: "local".into(),
+        }),
+        policy(),
+    )
+    .expect("client")
+}
+
 /// Serves `app` on a free loopback port; returns its base URL.
 async fn serve(app: axum::Router) -> String {
     let listener = tokio::net::TcpListener::bind(local()).await.expect("bind");
@@ -539,15 +552,7 @@ async fn format_refusing_server() -> (String, Arc<Mutex<Vec<bool>>>) {
 #[tokio::test]
 async fn a_refused_response_format_is_dropped_and_the_answer_still_validated() {
     let (base_url, seen) = format_refusing_server().await;
-    let client = LlmClient::new(
-        Endpoints::uniform(LlmEndpoint {
-            base_url,
-            api_key: Secret::default(),
-            model: "local".into(),
-        }),
-        policy(),
-    )
-    .expect("client");
+    let client = local_client(base_url);
     let verdict = client
         .complete(&request(Purpose::Verifier, Uuid::now_v7()))
         .await
@@ -587,15 +592,7 @@ async fn an_exploring_re_ask_is_sent_warmer_and_other_calls_keep_the_endpoint_te
     use cairn::engine::runtime::adapters::{EXPLORE_TEMPERATURE, LlmModels};
     use cairn::engine::runtime::ports::{ModelCall, ModelPort, Purpose as Asked, Sampling};
     let (base_url, seen) = recording_server().await;
-    let client = LlmClient::new(
-        Endpoints::uniform(LlmEndpoint {
-            base_url,
-            api_key: Secret::default(),
-            model: "local".into(),
-        }),
-        policy(),
-    )
-    .expect("client");
+    let client = local_client(base_url);
     let models = LlmModels::new(client);
     for sampling in [Sampling::Endpoint, Sampling::Explore] {
         models
