@@ -7,8 +7,10 @@
 #   scripts/eval-live.sh 1.5b suites/default out-live-default [MAX_RUNS]
 #
 # Environment: STRATEGIES (one_shot,reactive,v1,v2,auto), REPEAT (2), RUN_WALL_S (900),
-# MODEL_PORT (8091), THREADS (2), CAIRN_BIN (default: a release build of this checkout). The engine runs one milestone at a time
-# (CAIRN_ENGINE_MAX_PARALLEL=1): the server answers one call at a time.
+# MODEL_PORT (8091), THREADS (2), WORKERS (1), CAIRN_BIN (default: a release build of this
+# checkout). The server has WORKERS slots of 8192 tokens each and the evaluation runs WORKERS
+# tasks at once; each task runs one milestone at a time (CAIRN_ENGINE_MAX_PARALLEL=1), so no
+# call of a task waits behind another call of the same task.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,6 +28,7 @@ if [ ! -f "$MODEL" ] || [ ! -x .deps/llama/bin/python ]; then
   exit 1
 fi
 MODEL_PORT="${MODEL_PORT:-8091}"
+WORKERS="${WORKERS:-1}"
 mkdir -p "$OUT"
 
 if [ -z "${CAIRN_BIN:-}" ]; then
@@ -33,7 +36,8 @@ if [ -z "${CAIRN_BIN:-}" ]; then
   CAIRN_BIN=./target/release/cairn
 fi
 .deps/llama/bin/python scripts/model_server.py --model "$MODEL" --port "$MODEL_PORT" \
-  --threads "${THREADS:-2}" >"$OUT/model_server.log" 2>&1 &
+  --threads "${THREADS:-2}" \
+  --parallel "$WORKERS" --ctx "$((8192 * WORKERS))" >"$OUT/model_server.log" 2>&1 &
 server=$!
 trap 'kill "$server" 2>/dev/null || true' EXIT INT TERM
 for _ in $(seq 1 240); do
@@ -45,7 +49,7 @@ curl -sf "http://127.0.0.1:$MODEL_PORT/health" >/dev/null ||
 
 args=(eval --live --resume --suite "$SUITE" --out "$OUT"
   --strategies "${STRATEGIES:-one_shot,reactive,v1,v2,auto}" --repeat "${REPEAT:-2}"
-  --run-wall-s "${RUN_WALL_S:-900}")
+  --run-wall-s "${RUN_WALL_S:-900}" --workers "$WORKERS")
 [ -n "$MAX_RUNS" ] && args+=(--max-runs "$MAX_RUNS")
 CAIRN_ENGINE_MAX_PARALLEL=1 CAIRN_LLM_TIMEOUT_MS=300000 \
 CAIRN_LLM_DEFAULT_BASE_URL="http://127.0.0.1:$MODEL_PORT" \
