@@ -13,6 +13,7 @@
 //! - [`trace`]: a live run's model answers judged against the ground truth, for calibrating
 //!   the world's slip rates.
 
+pub mod drive;
 pub mod report;
 pub mod resume;
 pub mod runner;

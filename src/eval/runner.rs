@@ -3,26 +3,24 @@
 //! The composition root starts, in one process, a store ([`open_store`]:
 //! a fresh SQLite file under the output directory, or the Postgres database given), the worker
 //! pool running the one engine dispatch, the HTTP API on 127.0.0.1:0, and the simulated
-//! [`World`] as the model and tool endpoints. [`drive`] then submits every (task, strategy,
-//! repeat) with `POST /v1/tasks` and follows it with `GET /v1/tasks/{id}` until it is terminal;
-//! the world's acceptance check decides verified success, and [`conclude`] writes the reports.
+//! [`super::world::World`] as the model and tool endpoints. [`super::drive::drive`] then submits every (task,
+//! strategy, repeat) with `POST /v1/tasks` and follows it with `GET /v1/tasks/{id}` until it is
+//! terminal; the world's acceptance check decides verified success, and [`conclude`] writes the
+//! reports.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::report::Record;
 use super::resume::{RunKey, RunLog, RunsMeta, key_of};
 use super::suite::{Suite, SuiteError};
 use super::sweep::{SweepError, WorldParam};
-use super::world::{META_KEY, World};
 use crate::domain::settings::EngineSettings;
-use crate::domain::task::{Strategy, Task};
+use crate::domain::task::Strategy;
 use crate::engine::prompts;
 use crate::engine::runtime::ports::ModelPort;
 use crate::store::{Store, StoreError};
@@ -62,7 +60,7 @@ impl EvalParams {
 
     /// The wall-clock budget of each run, and how long the whole matrix may take. A real model
     /// answers in seconds per call, not microseconds.
-    fn timings(&self, runs: usize) -> (u64, Duration) {
+    pub(super) fn timings(&self, runs: usize) -> (u64, Duration) {
         match &self.live {
             None => (120_000, Duration::from_secs(600)),
             Some(live) => {
@@ -141,15 +139,6 @@ pub fn parse_strategies(list: &str) -> Result<Vec<Strategy>, EvalError> {
         .collect()
 }
 
-/// One submitted run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Submitted {
-    task: String,
-    strategy: Strategy,
-    repeat: u32,
-    id: uuid::Uuid,
-}
-
 /// Opens the evaluation's store: the Postgres database given, or a fresh SQLite file under
 /// the output directory; migrated.
 pub async fn open_store(params: &EvalParams) -> Result<Arc<dyn Store>, EvalError> {
@@ -187,7 +176,7 @@ fn model_name(params: &EvalParams) -> String {
 }
 
 /// The matrix in order: (repeat, task, strategy), repeats outermost.
-fn matrix(params: &EvalParams, suite: &Suite) -> Vec<RunKey> {
+pub(super) fn matrix(params: &EvalParams, suite: &Suite) -> Vec<RunKey> {
     let mut keys = Vec::new();
     for repeat in 0..params.repeat.max(1) {
         for task in &suite.tasks {
@@ -221,121 +210,6 @@ pub fn in_matrix_order(
 pub struct Owed<'a> {
     pub done: &'a [Record],
     pub log: &'a RunLog,
-}
-
-/// Submits every (task, strategy, repeat) not already `done` to the service at `base` and
-/// follows each run until it is terminal; the world's acceptance check decides verified
-/// success, and each finished run is appended to the run log at once.
-pub async fn drive(
-    params: &EvalParams,
-    suite: &Suite,
-    world: &World,
-    store: &Arc<dyn Store>,
-    base: &str,
-    owed: Owed<'_>,
-) -> Result<Vec<Record>, EvalError> {
-    let http = reqwest::Client::new();
-    let mut submitted = Vec::new();
-    let finished: std::collections::BTreeSet<RunKey> = owed.done.iter().map(key_of).collect();
-    let todo: Vec<RunKey> = matrix(params, suite)
-        .into_iter()
-        .filter(|key| !finished.contains(key))
-        .take(params.max_runs.unwrap_or(usize::MAX))
-        .collect();
-    let (wall_ms, limit) = params.timings(todo.len());
-    for (task_id, strategy_name, repeat) in todo {
-        let Some(task) = suite.task(&task_id) else {
-            continue;
-        };
-        let Some(strategy) = params
-            .strategies
-            .iter()
-            .find(|s| s.as_str() == strategy_name)
-        else {
-            continue;
-        };
-        let body = json!({
-            "goal": task.goal,
-            "strategy": strategy,
-            "budget": {"tokens": task.budget_tokens, "tool_calls": 60, "wall_ms": wall_ms},
-            "metadata": {META_KEY: {"task": task.id, "repeat": repeat, "suite": suite.name}},
-        });
-        let created: Task = send(http.post(format!("{base}/v1/tasks")).json(&body)).await?;
-        submitted.push(Submitted {
-            task: task.id.clone(),
-            strategy: *strategy,
-            repeat,
-            id: created.id,
-        });
-    }
-    let total = submitted.len();
-    let started = Instant::now();
-    let deadline = started + limit;
-    let mut records: BTreeMap<usize, Record> = BTreeMap::new();
-    while records.len() < total {
-        if Instant::now() > deadline {
-            return Err(EvalError::Api(format!(
-                "{} of {total} runs still unfinished after {} s",
-                total - records.len(),
-                limit.as_secs()
-            )));
-        }
-        for (index, run) in submitted.iter().enumerate() {
-            if records.contains_key(&index) {
-                continue;
-            }
-            let task: Task = send(http.get(format!("{base}/v1/tasks/{}", run.id))).await?;
-            if !task.status.is_terminal() {
-                continue;
-            }
-            let Some(suite_task) = suite.task(&run.task) else {
-                continue;
-            };
-            // A planned task has no answer of its own: what it found is in its artifacts.
-            let artifacts = store.list_artifacts(&task.tenant_id, task.id).await?;
-            let found = Value::Array(artifacts.into_iter().map(|a| a.value).collect());
-            let record =
-                Record::from_run(suite_task, run.strategy, run.repeat, &task, world, &found);
-            if params.progress {
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(
-                    out,
-                    "[{:>4}/{total}] {:<24} {:<9} #{} {:<16} verified={} tokens={}",
-                    records.len() + 1,
-                    run.task,
-                    run.strategy.as_str(),
-                    run.repeat,
-                    task.status.as_str(),
-                    record.verified,
-                    record.tokens
-                );
-            }
-            owed.log.append(&record)?;
-            records.insert(index, record);
-        }
-        if records.len() < total {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-    Ok(records.into_values().collect())
-}
-
-async fn send<T: serde::de::DeserializeOwned>(
-    request: reqwest::RequestBuilder,
-) -> Result<T, EvalError> {
-    let response = request
-        .send()
-        .await
-        .map_err(|e| EvalError::Api(e.to_string()))?;
-    let status = response.status();
-    let body: Value = response
-        .json()
-        .await
-        .map_err(|e| EvalError::Api(e.to_string()))?;
-    if !status.is_success() {
-        return Err(EvalError::Api(format!("{status}: {body}")));
-    }
-    serde_json::from_value(body).map_err(|e| EvalError::Api(e.to_string()))
 }
 
 /// Writes `report.md`, `report.json` and `chart.svg` under `out`; returns the Markdown.

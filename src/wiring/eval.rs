@@ -99,7 +99,7 @@ pub async fn evaluate(params: &EvalParams) -> Result<Report, EvalError> {
         done: &done,
         log: &log,
     };
-    let outcome = runner::drive(params, &suite, &world, &store, &base, owed).await;
+    let outcome = crate::eval::drive::drive(params, &suite, &world, &store, &base, owed).await;
     let _ = stop.send(());
     pool.shutdown(Duration::from_secs(5)).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), http).await;
