@@ -14,6 +14,7 @@
 //!   the world's slip rates.
 
 pub mod drive;
+pub mod invent_fit;
 pub mod report;
 pub mod resume;
 pub mod runner;

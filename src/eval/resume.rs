@@ -32,6 +32,29 @@ pub struct RunsMeta {
     pub engine: serde_json::Value,
 }
 
+impl RunsMeta {
+    /// Whether `other` names the same experiment. A live run's answers come from the model, so
+    /// the slip rates of the simulated policy (`world.slips`) take no part in it: a live run
+    /// recorded before the rates were calibrated (or before a rate existed) resumes after.
+    pub fn same_experiment(&self, other: &RunsMeta) -> bool {
+        let world = |meta: &RunsMeta| {
+            let mut world = meta.world.clone();
+            if !meta.simulated
+                && let Some(map) = world.as_object_mut()
+            {
+                map.remove("slips");
+            }
+            world
+        };
+        self.suite == other.suite
+            && self.model == other.model
+            && self.simulated == other.simulated
+            && self.prompts == other.prompts
+            && self.engine == other.engine
+            && world(self) == world(other)
+    }
+}
+
 /// One run of the matrix: (suite task, strategy, repeat).
 pub type RunKey = (String, String, u32);
 
@@ -68,7 +91,7 @@ impl RunLog {
                     serde_json::from_slice(&bytes).map_err(|e| EvalError::Io(e.to_string()))
                 })
                 .map_err(|e| EvalError::Io(format!("{}: {e}", meta_path.display())))?;
-            if &recorded != meta {
+            if !recorded.same_experiment(meta) {
                 return Err(EvalError::Resume(format!(
                     "{} holds runs of another experiment (suite {:?}, model {:?}, {} prompts, \
                      simulated {}, world {}); resume only with the same suite, world, engine settings, \
@@ -223,5 +246,21 @@ mod tests {
         let (_, done) = RunLog::open(dir.path(), &other, false).unwrap();
         assert!(done.is_empty());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+    }
+
+    #[test]
+    fn slip_rates_take_no_part_in_a_live_experiment_but_do_in_a_simulated_one() {
+        let mut live = meta();
+        live.world = serde_json::json!({"seed": 7, "slips": {"invent_base": 0.0}});
+        let mut calibrated = live.clone();
+        calibrated.world = serde_json::json!({"seed": 7, "slips": {"invent_base": 0.9}});
+        assert!(live.same_experiment(&calibrated));
+        let mut reseeded = calibrated.clone();
+        reseeded.world = serde_json::json!({"seed": 8, "slips": {"invent_base": 0.9}});
+        assert!(!live.same_experiment(&reseeded));
+        let (mut sim, mut sim_calibrated) = (live, calibrated);
+        sim.simulated = true;
+        sim_calibrated.simulated = true;
+        assert!(!sim.same_experiment(&sim_calibrated));
     }
 }

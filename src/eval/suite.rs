@@ -105,6 +105,15 @@ pub struct SlipRates {
     pub stop_per_kchar: f64,
     #[serde(default)]
     pub misorder_per_unwritten: f64,
+    /// Rule 9: the chance a call with nothing left to do makes a needless call anyway.
+    #[serde(default)]
+    pub invent_idle: f64,
+    /// Rule 9: the chance a call with steps pending makes an invented call instead of the next.
+    #[serde(default)]
+    pub invent_base: f64,
+    /// Rule 9: the chance a call whose context shows an invented call makes it again.
+    #[serde(default)]
+    pub invent_repeat: f64,
 }
 
 impl SlipRates {
@@ -121,6 +130,15 @@ impl SlipRates {
         (self.misorder_per_unwritten * unwritten as f64).clamp(0.0, 1.0)
     }
 
+    /// The chance a fresh call invents a call: with nothing pending, or with steps pending.
+    pub fn invent(&self, nothing_pending: bool) -> f64 {
+        if nothing_pending {
+            self.invent_idle
+        } else {
+            self.invent_base
+        }
+    }
+
     /// Every rate is a probability or a per-unit rate within 0..=1.
     pub fn valid(&self) -> bool {
         [
@@ -128,6 +146,9 @@ impl SlipRates {
             self.stop_per_unwritten,
             self.stop_per_kchar,
             self.misorder_per_unwritten,
+            self.invent_idle,
+            self.invent_base,
+            self.invent_repeat,
         ]
         .iter()
         .all(|r| (0.0..=1.0).contains(r))

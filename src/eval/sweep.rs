@@ -24,10 +24,13 @@ pub enum WorldParam {
     StopPerUnwritten,
     StopPerKchar,
     MisorderPerUnwritten,
+    InventIdle,
+    InventBase,
+    InventRepeat,
 }
 
 impl WorldParam {
-    pub const ALL: [WorldParam; 9] = [
+    pub const ALL: [WorldParam; 12] = [
         WorldParam::GuessSuccess,
         WorldParam::GateNoise,
         WorldParam::Seed,
@@ -37,6 +40,9 @@ impl WorldParam {
         WorldParam::StopPerUnwritten,
         WorldParam::StopPerKchar,
         WorldParam::MisorderPerUnwritten,
+        WorldParam::InventIdle,
+        WorldParam::InventBase,
+        WorldParam::InventRepeat,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -50,6 +56,9 @@ impl WorldParam {
             WorldParam::StopPerUnwritten => "stop_per_unwritten",
             WorldParam::StopPerKchar => "stop_per_kchar",
             WorldParam::MisorderPerUnwritten => "misorder_per_unwritten",
+            WorldParam::InventIdle => "invent_idle",
+            WorldParam::InventBase => "invent_base",
+            WorldParam::InventRepeat => "invent_repeat",
         }
     }
 
@@ -82,6 +91,9 @@ impl WorldParam {
             WorldParam::MisorderPerUnwritten => {
                 settings.slips.misorder_per_unwritten = probability()?
             }
+            WorldParam::InventIdle => settings.slips.invent_idle = probability()?,
+            WorldParam::InventBase => settings.slips.invent_base = probability()?,
+            WorldParam::InventRepeat => settings.slips.invent_repeat = probability()?,
             WorldParam::GateNoise => settings.gate_noise = whole()? as u32,
             WorldParam::Seed => settings.seed = whole()?,
             WorldParam::TokensPerCall => settings.tokens_per_call = whole()?,
@@ -105,8 +117,8 @@ impl FromStr for WorldParam {
 pub enum SweepError {
     #[error(
         "--sweep: unknown world parameter {0:?} (use guess_success, gate_noise, seed, \
-         tokens_per_call, chars_per_token, stop_base, stop_per_unwritten, stop_per_kchar or \
-         misorder_per_unwritten)"
+         tokens_per_call, chars_per_token, stop_base, stop_per_unwritten, stop_per_kchar, \
+         misorder_per_unwritten, invent_idle, invent_base or invent_repeat)"
     )]
     Param(String),
     #[error("--sweep: expected PARAM=V1,V2,... with at least two values, got {0:?}")]

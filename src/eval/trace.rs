@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use serde::Serialize;
 
+use super::invent_fit::{InventFit, fit_invent};
 use super::suite::SlipRates;
 use super::world::{Judged, Verdict, World};
 use crate::engine::runtime::ports::{ModelCall, ModelPort, ModelReply, PortError};
@@ -112,6 +113,8 @@ pub struct Calibration {
     pub calls: usize,
     pub kinds: Vec<SlipCounts>,
     pub fitted: SlipRates,
+    /// Rule 9's counts (over every call that chooses what to do, steps pending or not).
+    pub invent: InventFit,
 }
 
 fn kind(j: &Judged) -> String {
@@ -162,10 +165,18 @@ pub fn calibrate(judged: &[Judged]) -> Calibration {
         k.mean_unwritten /= n;
         k.mean_kchars /= n;
     }
+    let invent = fit_invent(judged);
+    let fitted = SlipRates {
+        invent_idle: invent.invent_idle,
+        invent_base: invent.invent_base,
+        invent_repeat: invent.invent_repeat,
+        ..fit(&acting)
+    };
     Calibration {
         calls: acting.len(),
         kinds,
-        fitted: fit(&acting),
+        fitted,
+        invent,
     }
 }
 
@@ -207,6 +218,7 @@ fn fit(acting: &[&Judged]) -> SlipRates {
         stop_per_unwritten: clamp(stop[1]),
         stop_per_kchar: clamp(stop[2]),
         misorder_per_unwritten: clamp(if uu > 0.0 { uy / uu } else { 0.0 }),
+        ..SlipRates::default()
     }
 }
 
@@ -267,6 +279,22 @@ impl Calibration {
             "\nFitted `[world.slips]`: stop_base = {:.4}, stop_per_unwritten = {:.4}, \
              stop_per_kchar = {:.4}, misorder_per_unwritten = {:.4}",
             f.stop_base, f.stop_per_unwritten, f.stop_per_kchar, f.misorder_per_unwritten
+        );
+        let i = &self.invent;
+        let _ = writeln!(
+            out,
+            "\nInvented calls (rule 9): {} of {} fresh calls with nothing pending, {} of {} with \
+             steps pending, {} of {} act-loop calls right after an invented one. Fitted: \
+             invent_idle = {:.4}, invent_base = {:.4}, invent_repeat = {:.4}",
+            i.idle.invented,
+            i.idle.calls,
+            i.pending.invented,
+            i.pending.calls,
+            i.after.invented,
+            i.after.calls,
+            i.invent_idle,
+            i.invent_base,
+            i.invent_repeat
         );
         out
     }

@@ -161,10 +161,13 @@ impl Mind<'_> {
         self.task.steps.iter().filter(|s| !self.done(s)).collect()
     }
 
-    /// Rule 2 (and rule 8's slips): the calls for the first step not yet done, or `None` when
-    /// all are, or when the call stops early.
-    fn next(&self) -> Option<Vec<Value>> {
+    /// Rule 2 (and the slips of rules 8 and 9): the calls for the first step not yet done, or
+    /// `None` when all are, or when the call stops early.
+    fn next(&self, tools: &[String]) -> Option<Vec<Value>> {
         let pending = self.pending();
+        if let Some(invented) = self.invented(&pending, tools) {
+            return Some(vec![invented]);
+        }
         if pending.is_empty() {
             return None;
         }
@@ -175,9 +178,12 @@ impl Mind<'_> {
     }
 
     /// A list of the calls for `steps` (all of a scope), cut after the first pending one when
-    /// the call stops early (rule 8).
-    fn list(&self, steps: &[&TaskStep]) -> Vec<Value> {
+    /// the call stops early (rule 8), or one invented call instead (rule 9).
+    fn list(&self, steps: &[&TaskStep], tools: &[String]) -> Vec<Value> {
         let pending: Vec<&TaskStep> = steps.iter().copied().filter(|s| !self.done(s)).collect();
+        if let Some(invented) = self.invented(&pending, tools) {
+            return vec![invented];
+        }
         let cut = match pending.first() {
             Some(first) if self.pick(&pending) == Pick::Stop => {
                 steps.iter().position(|s| s.id == first.id).map(|i| i + 1)
@@ -270,17 +276,17 @@ impl Mind<'_> {
         match (purpose, milestone) {
             (Purpose::Gate, _) => self.gate(),
             (Purpose::Tactical, Some("one_shot")) => json!({"answer": self.answer()}),
-            (Purpose::Tactical, Some("reactive")) => match self.next() {
+            (Purpose::Tactical, Some("reactive")) => match self.next(tools) {
                 Some(calls) => calls.into_iter().next().unwrap_or(Value::Null),
                 None => json!({"done": true, "answer": self.answer()}),
             },
-            (Purpose::Tactical, Some("direct")) => match self.next() {
+            (Purpose::Tactical, Some("direct")) => match self.next(tools) {
                 Some(calls) => json!({ "steps": calls }),
                 None => json!({"done": true, "answer": self.answer()}),
             },
             (Purpose::Strategic, Some("v1")) => {
                 let all: Vec<&TaskStep> = self.task.steps.iter().collect();
-                let steps = self.list(&all);
+                let steps = self.list(&all, tools);
                 if steps.is_empty() {
                     json!({"steps": [], "answer": self.answer()})
                 } else {
@@ -298,7 +304,7 @@ impl Mind<'_> {
                 let pending: Vec<&TaskStep> =
                     steps.iter().copied().filter(|s| !self.done(s)).collect();
                 let chosen = if pending.is_empty() { steps } else { pending };
-                json!({ "steps": self.list(&chosen) })
+                json!({ "steps": self.list(&chosen, tools) })
             }
             (Purpose::Tactical, None) => json!({"steps": []}),
             (Purpose::Verifier, _) => {

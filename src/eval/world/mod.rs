@@ -38,6 +38,7 @@ use crate::engine::runtime::ports::{
 };
 use crate::store::Store;
 
+mod invent;
 mod judge;
 mod mind;
 mod perform;

@@ -261,3 +261,58 @@ fn an_answer_states_a_fact_in_its_own_words_but_not_a_different_one() {
     assert!(!states("version 4.2.1", "billing-4.2.1"));
     assert!(!states("", "Canberra"));
 }
+
+#[test]
+fn an_invented_call_is_judged_a_slip_changes_nothing_and_is_repeated_as_its_rate_says() {
+    let task = vm_task();
+    let rates = |idle: f64, base: f64, repeat: f64| crate::eval::suite::SlipRates {
+        invent_idle: idle,
+        invent_base: base,
+        invent_repeat: repeat,
+        ..Default::default()
+    };
+    let goal = "{\"goal\": \"...\"}".to_string();
+    let offered = [
+        "create_vm".to_string(),
+        "lookup".into(),
+        "run_command".into(),
+    ];
+    // A tool no step uses, when one is offered; the judge calls it `other`.
+    let inventing = slipping(&task, goal.clone(), rates(0.0, 1.0, 0.0));
+    let reply = inventing.reply(Purpose::Tactical, Some("reactive"), &offered);
+    assert_eq!(reply["tool"], "lookup", "{reply}");
+    assert_eq!(reply["args"]["query"], "invented-0", "{reply}");
+    assert_eq!(inventing.judge(&reply).2, super::Verdict::Other);
+    // Only the steps' tools offered: the next step's tool with invented arguments.
+    let own = ["create_vm".to_string(), "run_command".into()];
+    let list = inventing.reply(Purpose::Strategic, Some("v1"), &own);
+    let steps = list["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 1, "{list}");
+    assert_eq!(steps[0]["args"]["image"], "invented-0", "{list}");
+    assert_eq!(inventing.judge(&list).2, super::Verdict::WrongArgs);
+    let mut world = fresh(&task);
+    let (ok, _) = call(&task, &mut world, "create_vm", steps[0]["args"].clone());
+    assert!(!ok);
+    assert!(world.performed.is_empty());
+    // Seen in context: made again at `invent_repeat` 1, not at 0.
+    let seen = format!("{goal}{reply}");
+    let stuck = slipping(&task, seen.clone(), rates(0.0, 0.0, 1.0));
+    let again = stuck.reply(Purpose::Tactical, Some("reactive"), &offered);
+    assert_eq!(again, reply);
+    let free = slipping(&task, seen, rates(0.0, 0.0, 0.0));
+    assert_eq!(
+        free.reply(Purpose::Tactical, Some("reactive"), &offered)["id"],
+        "vm"
+    );
+    // Nothing pending: `invent_idle` turns the answer into a needless call.
+    let receipts: String = ["vm", "install", "profile"]
+        .iter()
+        .map(|s| RECEIPTS.of(s))
+        .collect();
+    let finished = slipping(&task, receipts.clone(), rates(1.0, 0.0, 0.0));
+    let needless = finished.reply(Purpose::Tactical, Some("reactive"), &offered);
+    assert_eq!(needless["tool"], "lookup", "{needless}");
+    let answering = slipping(&task, receipts, rates(0.0, 1.0, 0.0));
+    let done = answering.reply(Purpose::Tactical, Some("reactive"), &offered);
+    assert_eq!(done["done"], true, "{done}");
+}

@@ -1,0 +1,93 @@
+//! Rule 9: invented calls, the real small model's commonest failure (docs/evaluation.md,
+//! "Calibrating the slips"): asked what to do next, it calls a tool no pending step uses, or
+//! the right tool with arguments nothing in its context holds, and it calls a question's tool
+//! although the question needs none. Off unless the suite's `[world.slips]` sets rates.
+//!
+//! The same forms apply to every strategy and depend only on what the call can see:
+//!
+//! - a call whose context shows an invented call (its `invented-N` marker, in a call or in the
+//!   tool's answer) makes the last one again with probability `invent_repeat`, as a model at
+//!   temperature 0 repeats itself;
+//! - otherwise it invents a new one with probability `invent_idle` when nothing is pending
+//!   (instead of answering) and `invent_base` when steps are pending (instead of the next).
+//!
+//! An invented call names an offered tool no step of the task uses (drawn per marker), or,
+//! when every offered tool is some step's, the first pending step's tool with invented
+//! arguments; the world answers it `not found`, so it changes nothing but the context. Every
+//! draw is keyed by the task's progress and the markers in context: the same context gives the
+//! same answer.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value, json};
+
+use super::LOCATE;
+use super::mind::Mind;
+use crate::eval::suite::TaskStep;
+
+const MARKER: &str = "invented-";
+
+impl Mind<'_> {
+    /// The distinct invented markers in context, and how often any of them appears.
+    fn invented_marks(&self) -> (BTreeSet<usize>, usize) {
+        let mut distinct = BTreeSet::new();
+        let mut seen = 0;
+        for (at, _) in self.context.match_indices(MARKER) {
+            let digits: String = self.context[at + MARKER.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            if let Ok(n) = digits.parse::<usize>() {
+                distinct.insert(n);
+                seen += 1;
+            }
+        }
+        (distinct, seen)
+    }
+
+    /// The invented call this call makes instead of its next step (or its answer), if any.
+    pub(super) fn invented(&self, pending: &[&TaskStep], tools: &[String]) -> Option<Value> {
+        let (distinct, seen) = self.invented_marks();
+        let progress = self.task.steps.len() - pending.len();
+        if let Some(last) = distinct.last()
+            && self.draw(&format!("slip-again-{seen}"), progress) < self.slips.invent_repeat
+        {
+            return self.invented_call(*last, pending, tools);
+        }
+        let rate = self.slips.invent(pending.is_empty());
+        if rate > 0.0 && self.draw(&format!("slip-invent-{seen}"), progress) < rate {
+            return self.invented_call(distinct.len(), pending, tools);
+        }
+        None
+    }
+
+    /// Invented call number `n`: an offered tool no step uses, else a step's tool with
+    /// arguments no fact holds (`None` when no such call exists).
+    fn invented_call(&self, n: usize, pending: &[&TaskStep], tools: &[String]) -> Option<Value> {
+        let marker = format!("{MARKER}{n}");
+        let unused: Vec<&String> = tools
+            .iter()
+            .filter(|t| t.as_str() != LOCATE && !self.task.steps.iter().any(|s| &s.tool == *t))
+            .collect();
+        if !unused.is_empty() {
+            let pick = (self.draw("slip-tool", n) * unused.len() as f64).floor() as usize;
+            let tool = unused[pick.min(unused.len() - 1)];
+            return Some(
+                json!({"id": marker, "tool": tool, "args": {"query": marker},
+                               "expected_output": "an answer"}),
+            );
+        }
+        let step = pending
+            .iter()
+            .copied()
+            .chain(self.task.steps.iter())
+            .find(|s| !s.args.is_empty() && tools.contains(&s.tool))?;
+        let args: Map<String, Value> = step
+            .args
+            .keys()
+            .map(|name| (name.clone(), json!(marker)))
+            .collect();
+        Some(json!({"id": marker, "tool": step.tool, "args": args,
+                    "expected_output": "an answer"}))
+    }
+}
