@@ -88,13 +88,9 @@ fn raising_is_refused_while_the_latest_evaluation_shows_a_regression() {
 }
 
 #[test]
-fn the_committed_default_report_blocks_a_raise_only_for_tool_free_questions_the_gate_plans() {
-    // Transient faults are retried unchanged at L1, so the timeouts are solved; what is left
-    // are three tool-free tasks whose text reads like an action ("Rewrite ...: restart",
-    // "List the keys ...", "Write the date ..."): the gate's heuristic plans them, and v2 does
-    // not plan a goal no tool serves (docs/evaluation.md, "Where v2 still regresses"); and
-    // `simple-disk`, a question whose only tool is registered as side-effecting, which least
-    // privilege withholds from a goal that asks for no change.
+fn the_committed_default_report_blocks_a_raise_on_its_one_rollout_regression() {
+    // With the calibrated invented calls (docs/evaluation.md, "Calibration, 2026-12-02"), the
+    // one task v1 solves and `auto` does not is `medium-incident-report`: a raise is refused.
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/suites/default/report/report.json"
@@ -102,15 +98,7 @@ fn the_committed_default_report_blocks_a_raise_only_for_tool_free_questions_the_
     let mut regressions =
         cairn::engine::rollout::v2_regressions(std::path::Path::new(path)).expect("report");
     regressions.sort();
-    assert_eq!(
-        regressions,
-        [
-            "simple-date-format",
-            "simple-disk",
-            "simple-json-keys",
-            "simple-rewrite"
-        ]
-    );
+    assert_eq!(regressions, ["medium-incident-report"]);
     let rollout = Rollout::new(10, Some(path.into()));
     assert!(matches!(
         rollout.set(20),

@@ -50,12 +50,18 @@ pub struct EvalParams {
 }
 
 impl EvalParams {
-    /// The engine settings the runs use: the configured ones when live, else the defaults.
+    /// The engine settings the runs use: the configured ones when live, else the defaults
+    /// with one milestone at a time. Simulated answers come back in microseconds, so which of
+    /// two parallel milestones escalates first is a race, and a race must not decide a report
+    /// (two runs of one seed give the same report); parallel milestones are the engine tests'.
     pub fn engine_settings(&self) -> EngineSettings {
-        self.live
-            .as_ref()
-            .map(|live| live.engine.clone())
-            .unwrap_or_default()
+        match &self.live {
+            Some(live) => live.engine.clone(),
+            None => EngineSettings {
+                max_parallel: 1,
+                ..EngineSettings::default()
+            },
+        }
     }
 
     /// The wall-clock budget of each run, and how long the whole matrix may take. A real model

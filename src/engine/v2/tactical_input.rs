@@ -30,11 +30,15 @@ pub(super) fn input(
                 .map(|a| (dep.clone(), brief(&json!(a), 6000)))
         })
         .collect();
-    let remaining = snapshot
+    let mut remaining = snapshot
         .ledger
         .as_ref()
         .map(|l| ledger::remaining(l, milestone_id))
         .unwrap_or_default();
+    // Whole seconds: a step list does not turn on milliseconds, and a prompt that changed with
+    // every millisecond of latency would make two identical runs differ (and defeat a
+    // server's prompt cache).
+    remaining.wall_ms = remaining.wall_ms.div_ceil(1000) * 1000;
     json!({
         "goal": cx.task().goal,
         "milestone": {"id": milestone.id, "title": milestone.title,

@@ -212,9 +212,18 @@ impl Mind<'_> {
         phases
     }
 
-    /// v2's strategic answer: one milestone per phase, each checked by its last receipt.
+    /// v2's strategic answer: one milestone per phase, each checked by its last receipt; for
+    /// a goal no step serves, no milestone, or (rule 9) one for an invented call.
     fn plan(&self, tools: &[String]) -> Value {
         let phases = self.phases();
+        if phases.is_empty()
+            && let Some(call) = self.invented(&[], tools)
+        {
+            let name = call["id"].clone();
+            return json!({"milestones": [{"id": "m1", "title": "answer found",
+                "depends_on": [], "effort": 1, "tools": [call["tool"]], "outcome": "the answer",
+                "accept": {"type": "artifact", "name": name, "non_empty": true}}]});
+        }
         let phase_of = |step: &str| {
             self.task
                 .steps

@@ -316,3 +316,23 @@ fn an_invented_call_is_judged_a_slip_changes_nothing_and_is_repeated_as_its_rate
     let done = answering.reply(Purpose::Tactical, Some("reactive"), &offered);
     assert_eq!(done["done"], true, "{done}");
 }
+
+#[test]
+fn a_planner_asked_about_a_goal_no_step_serves_plans_an_invented_call_at_its_rate() {
+    let suite: Suite = toml::from_str(
+        "name = \"k\"\n[[tasks]]\nid = \"q\"\ncategory = \"simple\"\ngoal = \"Capital?\"\nanswer = \"Canberra\"\n",
+    )
+    .unwrap();
+    let task = suite.tasks[0].clone();
+    let offered = ["lookup".to_string()];
+    let calm = mind(&task, String::new());
+    let plan = calm.reply(Purpose::Strategic, None, &offered);
+    assert_eq!(plan["milestones"], json!([]), "{plan}");
+    let rates = crate::eval::suite::SlipRates {
+        invent_idle: 1.0,
+        ..Default::default()
+    };
+    let inventing = slipping(&task, String::new(), rates);
+    let plan = inventing.reply(Purpose::Strategic, None, &offered);
+    assert_eq!(plan["milestones"][0]["tools"], json!(["lookup"]), "{plan}");
+}
