@@ -50,9 +50,26 @@ impl RunsMeta {
             && self.model == other.model
             && self.simulated == other.simulated
             && self.prompts == other.prompts
-            && self.engine == other.engine
+            && same_engine(&self.engine, &other.engine)
             && world(self) == world(other)
     }
+}
+
+/// Engine settings compared key by key, a key one side lacks read as its default: a setting
+/// added after a run began, at its default (the behaviour before it existed), is the same
+/// experiment; any setting that differs is not.
+fn same_engine(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let defaults = serde_json::to_value(crate::domain::settings::EngineSettings::default())
+        .unwrap_or_default();
+    let value = |map: &serde_json::Map<String, serde_json::Value>, key: &str| {
+        map.get(key).or_else(|| defaults.get(key)).cloned()
+    };
+    a.keys()
+        .chain(b.keys())
+        .all(|key| value(a, key) == value(b, key))
 }
 
 /// One run of the matrix: (suite task, strategy, repeat).
@@ -258,6 +275,14 @@ mod tests {
         let mut reseeded = calibrated.clone();
         reseeded.world = serde_json::json!({"seed": 8, "slips": {"invent_base": 0.9}});
         assert!(!live.same_experiment(&reseeded));
+        // A setting added later, at its default, is the same experiment; at another value not.
+        let mut older = calibrated.clone();
+        older.engine = serde_json::json!({});
+        let mut newer = calibrated.clone();
+        newer.engine = serde_json::json!({"explore_repeats": false});
+        assert!(older.same_experiment(&newer));
+        newer.engine = serde_json::json!({"explore_repeats": true});
+        assert!(!older.same_experiment(&newer));
         let (mut sim, mut sim_calibrated) = (live, calibrated);
         sim.simulated = true;
         sim_calibrated.simulated = true;
