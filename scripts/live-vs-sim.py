@@ -6,7 +6,8 @@
 Reads the simulated report's records and the live run log (or a live report.json), keeps the
 tasks both hold, and prints per task and strategy the verified share of each side, then per
 category the strategies ordered by verified share on each side and whether the orders agree.
-Only tasks the live log holds are compared, so a partial live run compares like with like.
+Only tasks the live log holds are compared, and a category's orders only over the tasks every
+strategy has run live, so a partial live run compares like with like.
 """
 
 import json
@@ -71,7 +72,9 @@ def main(argv):
     print("| category | tasks compared | simulated order | live order | agree |")
     print("|---|---|---|---|---|")
     for cat in ["simple", "medium", "uncertain"]:
-        in_cat = [t for t in tasks if live_cat[t] == cat]
+        # Only tasks every strategy has run live: each order compares the same tasks.
+        in_cat = [t for t in tasks if live_cat[t] == cat
+                  and all((t, s) in live for s in strategies)]
         if not in_cat:
             continue
         shares = {}

@@ -88,22 +88,19 @@ fn raising_is_refused_while_the_latest_evaluation_shows_a_regression() {
 }
 
 #[test]
-fn the_committed_default_report_blocks_a_raise_on_its_one_rollout_regression() {
-    // With the calibrated invented calls (docs/evaluation.md, "Calibration, 2026-12-02"), the
-    // one task v1 solves and `auto` does not is `medium-incident-report`: a raise is refused.
+fn the_committed_default_report_lets_a_raise_through_with_no_rollout_regression() {
+    // With the calibrated slips (docs/evaluation.md, "Calibration, 2026-12-02") every task v1
+    // solves at least once, `auto` solves too: no rollout regression, so a raise is allowed
+    // (a report that lists one refuses it: the tests above and below).
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/suites/default/report/report.json"
     );
-    let mut regressions =
+    let regressions =
         cairn::engine::rollout::v2_regressions(std::path::Path::new(path)).expect("report");
-    regressions.sort();
-    assert_eq!(regressions, ["medium-incident-report"]);
+    assert!(regressions.is_empty(), "{regressions:?}");
     let rollout = Rollout::new(10, Some(path.into()));
-    assert!(matches!(
-        rollout.set(20),
-        Err(RolloutError::Regression { .. })
-    ));
+    assert!(rollout.set(20).is_ok());
 }
 
 #[tokio::test]

@@ -50,7 +50,7 @@ pub struct InventFit {
 
 /// A call that chooses what to do next: a step list or an act-loop move (not the gate, not a
 /// plan of milestones, not the verifier, not one_shot's answer).
-fn acting(j: &Judged) -> bool {
+pub(super) fn chooses(j: &Judged) -> bool {
     match (j.purpose.as_str(), j.milestone.as_deref()) {
         ("tactical", Some("one_shot")) => false,
         ("tactical", _) => true,
@@ -76,7 +76,7 @@ pub fn fit_invent(judged: &[Judged]) -> InventFit {
     // The expected fresh rate of each call counted in `after`, filled in once the fresh rates
     // are known: (nothing pending, invented).
     let mut after: Vec<(bool, bool)> = Vec::new();
-    for j in judged.iter().filter(|j| acting(j)) {
+    for j in judged.iter().filter(|j| chooses(j)) {
         let now = invented(j);
         let previous = if j.milestone.as_deref() == Some("reactive") {
             last_round.insert((j.task.clone(), j.repeat), now)

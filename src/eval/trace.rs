@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use serde::Serialize;
 
-use super::invent_fit::{InventFit, fit_invent};
+use super::invent_fit::{InventFit, chooses, fit_invent};
 use super::suite::SlipRates;
 use super::world::{Judged, Verdict, World};
 use crate::engine::runtime::ports::{ModelCall, ModelPort, ModelReply, PortError};
@@ -133,6 +133,9 @@ pub fn calibrate(judged: &[Judged]) -> Calibration {
         .iter()
         .filter(|j| j.pending > 0 && j.purpose != "gate" && j.purpose != "verifier")
         .collect();
+    // Rule 8 acts on calls that propose steps: not one_shot's answer (it may not act) and not
+    // a plan of milestones (its empty plan is counted in `kinds`, as `strategic/-`).
+    let proposing: Vec<&Judged> = acting.iter().copied().filter(|j| chooses(j)).collect();
     let mut kinds: Vec<SlipCounts> = Vec::new();
     for j in &acting {
         let name = kind(j);
@@ -170,7 +173,7 @@ pub fn calibrate(judged: &[Judged]) -> Calibration {
         invent_idle: invent.invent_idle,
         invent_base: invent.invent_base,
         invent_repeat: invent.invent_repeat,
-        ..fit(&acting)
+        ..fit(&proposing)
     };
     Calibration {
         calls: acting.len(),
@@ -180,8 +183,8 @@ pub fn calibrate(judged: &[Judged]) -> Calibration {
     }
 }
 
-/// Least squares of the stop indicator on (1, unwritten, kchars) and of the misorder indicator
-/// on unwritten alone (through the origin), each rate clamped to 0..=1.
+/// Least squares of the stop indicator on (1, unwritten, kchars), every rate at least 0, and of
+/// the misorder indicator on unwritten alone (through the origin), each clamped to 0..=1.
 fn fit(acting: &[&Judged]) -> SlipRates {
     let rows: Vec<([f64; 3], f64, f64)> = acting
         .iter()
@@ -202,7 +205,7 @@ fn fit(acting: &[&Judged]) -> SlipRates {
             }
         }
     }
-    let stop = solve(xtx, xty).unwrap_or([0.0; 3]);
+    let stop = nonnegative(&xtx, &xty);
     let (uu, uy) = rows.iter().fold((0.0, 0.0), |(uu, uy), (x, _, later)| {
         (uu + x[1] * x[1], uy + x[1] * later)
     });
@@ -220,6 +223,42 @@ fn fit(acting: &[&Judged]) -> SlipRates {
         misorder_per_unwritten: clamp(if uu > 0.0 { uy / uu } else { 0.0 }),
         ..SlipRates::default()
     }
+}
+
+/// The least-squares solution of the normal equations `xtx * w = xty` with every `w >= 0`:
+/// of the solutions with some terms held at 0 (all 8 subsets of three), the feasible one with
+/// the smallest squared error. Clamping an unconstrained solution instead (a negative intercept
+/// set to 0, its slope kept) overstates the slope.
+fn nonnegative(xtx: &[[f64; 3]; 3], xty: &[f64; 3]) -> [f64; 3] {
+    let mut best = ([0.0; 3], 0.0);
+    for mask in 1u8..8 {
+        let free: Vec<usize> = (0..3).filter(|i| mask & (1 << i) != 0).collect();
+        // The restricted system: the free terms' rows and columns, the others held at 0.
+        let mut a = [[0.0; 3]; 3];
+        let mut b = [0.0; 3];
+        for (i, row) in a.iter_mut().enumerate() {
+            row[i] = 1.0;
+        }
+        for &i in &free {
+            for &j in &free {
+                a[i][j] = xtx[i][j];
+            }
+            b[i] = xty[i];
+        }
+        let Some(w) = solve(a, b) else { continue };
+        if w.iter().any(|v| !v.is_finite() || *v < 0.0) {
+            continue;
+        }
+        // Squared error up to a constant: w'Aw - 2 w'b.
+        let quad: f64 = (0..3)
+            .map(|i| (0..3).map(|j| w[i] * xtx[i][j] * w[j]).sum::<f64>())
+            .sum();
+        let error = quad - 2.0 * (0..3).map(|i| w[i] * xty[i]).sum::<f64>();
+        if error < best.1 {
+            best = (w, error);
+        }
+    }
+    best.0
 }
 
 /// Gaussian elimination with partial pivoting; `None` for a singular system (too few or too
@@ -339,24 +378,30 @@ mod tests {
 
     #[test]
     fn the_fit_recovers_a_stop_rate_that_grows_with_unwritten_steps() {
-        // Stops in 0 of 4 calls at unwritten 1, 1 of 4 at 2, 2 of 4 at 3: slope 0.25.
+        // Stops in 1 of 4 calls at unwritten 1, 2 of 4 at 2, 3 of 4 at 3: slope 0.25 through
+        // the origin, whatever the input length.
         let mut calls = Vec::new();
-        for (u, stops) in [(1, 0), (2, 1), (3, 2)] {
+        for (u, stops) in [(1, 1), (2, 2), (3, 3)] {
             for i in 0..4 {
                 let first = if i < stops {
                     Verdict::Stop
                 } else {
                     Verdict::Next
                 };
-                calls.push(judged(u, 1000 + 500 * i, first));
+                calls.push(judged(u, 1000 + 500 * (i % 2), first));
             }
         }
         calls.push(judged(2, 2000, Verdict::Later));
         let c = calibrate(&calls);
         assert_eq!(c.calls, 13);
-        assert_eq!(c.kinds[0].stop, 3);
+        assert_eq!(c.kinds[0].stop, 6);
         assert_eq!(c.kinds[0].later, 1);
-        assert!(c.fitted.stop_per_unwritten > 0.15, "{:?}", c.fitted);
+        assert!(
+            (c.fitted.stop_per_unwritten - 0.25).abs() < 0.03,
+            "{:?}",
+            c.fitted
+        );
+        assert!(c.fitted.stop_base < 0.05, "{:?}", c.fitted);
         assert!(c.fitted.misorder_per_unwritten > 0.0);
         assert!(c.markdown().contains("tactical/reactive"));
     }
