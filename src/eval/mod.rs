@@ -15,10 +15,12 @@
 
 pub mod drive;
 pub mod invent_fit;
+mod lsq;
 pub mod report;
 pub mod resume;
 pub mod runner;
 pub mod shadow;
+mod slip_rates;
 pub mod suite;
 pub mod sweep;
 pub mod trace;
