@@ -207,3 +207,86 @@ async fn a_reap_on_one_replica_wakes_idle_workers_on_the_other() {
     assert_eq!(claimed.lease.fence, 2);
     db.drop_database().await;
 }
+
+/// Waits until `store` finished `looks` looks for other replicas' listeners.
+async fn looked(store: &PgStore, looks: u64) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while store.hint_stats().looks < looks {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no look for listeners within {WAIT:?}"
+        );
+        tokio::time::sleep(StdDuration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_store_alone_delivers_its_hints_in_process_and_sends_no_notify() {
+    let db = common::TestPg::create().await;
+    let a = PgStore::connect(&db.url, 4).await.expect("connect a");
+    a.migrate().await.expect("migrate");
+    // An outside listener is not a cairn replica: it does not make A send.
+    let mut spy = sqlx::postgres::PgListener::connect(&db.url)
+        .await
+        .expect("spy");
+    spy.listen_all(["cairn_events", "cairn_tasks"])
+        .await
+        .expect("listen");
+    looked(&a, 1).await;
+    let sent_before = a.hint_stats().notify_statements;
+    let mut on_a = a.subscribe();
+    let task = a
+        .create_task(new_task(), None, Utc::now())
+        .await
+        .expect("create")
+        .task;
+    // Heard at once, from the commit path itself.
+    assert_eq!(
+        on_a.try_recv()
+            .expect("the hint is there when create returns"),
+        Wakeup::Events {
+            task_id: task.id,
+            last_seq: 1
+        }
+    );
+    assert_eq!(on_a.try_recv().expect("runnable"), Wakeup::TaskRunnable);
+    // Two more looks: whatever was pending has been dropped, nothing was sent.
+    let looks = a.hint_stats().looks;
+    looked(&a, looks + 2).await;
+    assert_eq!(a.hint_stats().notify_statements, sent_before);
+    let none = tokio::time::timeout(StdDuration::from_millis(200), spy.recv()).await;
+    assert!(none.is_err(), "a NOTIFY was sent: {none:?}");
+    // Its own hints are not delivered twice either (its listener would drop them anyway).
+    assert!(matches!(
+        on_a.try_recv(),
+        Err(broadcast::error::TryRecvError::Empty)
+    ));
+
+    // A second replica appears: once A has looked again, A's hints reach it.
+    let b = PgStore::connect(&db.url, 4).await.expect("connect b");
+    let mut on_b = b.subscribe();
+    let looks = a.hint_stats().looks;
+    looked(&a, looks + 2).await;
+    let task = a
+        .create_task(new_task(), None, Utc::now())
+        .await
+        .expect("create")
+        .task;
+    wait_for(
+        &mut on_b,
+        |w| matches!(w, Wakeup::Events { task_id, last_seq: 1 } if *task_id == task.id),
+    )
+    .await;
+    assert!(a.hint_stats().notify_statements > sent_before);
+    // A hears its own hint once, in process, not a second time from its listener.
+    let mut heard = 0;
+    let until = tokio::time::Instant::now() + StdDuration::from_millis(300);
+    while let Ok(Ok(wakeup)) = tokio::time::timeout_at(until, on_a.recv()).await {
+        if matches!(wakeup, Wakeup::Events { task_id, .. } if task_id == task.id) {
+            heard += 1;
+        }
+    }
+    assert_eq!(heard, 1, "A heard its own hint {heard} times");
+    drop(spy);
+    db.drop_database().await;
+}

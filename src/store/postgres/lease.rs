@@ -17,7 +17,7 @@ use crate::domain::event::kinds;
 use crate::domain::task::{Lease, TaskId};
 use crate::store::claim::tenant_key;
 use crate::store::rules;
-use crate::store::{ClaimParams, Claimed, LeaseStatus, StoreError};
+use crate::store::{ClaimParams, Claimed, LeaseStatus, StoreError, Wakeup};
 
 /// The first key of the per-tenant claim locks (`pg_advisory_xact_lock(int, int)`), so they
 /// cannot meet another use of two-key advisory locks.
@@ -105,7 +105,10 @@ pub(super) async fn claim(
         return Ok(None);
     };
     let task = rows::task(&row)?;
-    hints.events(task.id, task.last_seq);
+    hints.publish(vec![Wakeup::Events {
+        task_id: task.id,
+        last_seq: task.last_seq,
+    }]);
     Ok(Some(Claimed {
         lease: Lease {
             task_id: task.id,
@@ -258,13 +261,18 @@ async fn requeue(
     .fetch_all(pool)
     .await?;
     let mut reaped = Vec::with_capacity(found.len());
+    let mut wakeups = Vec::with_capacity(found.len() + 1);
     for row in &found {
         let id: TaskId = row.try_get("id")?;
-        hints.events(id, row.try_get("last_seq")?);
+        wakeups.push(Wakeup::Events {
+            task_id: id,
+            last_seq: row.try_get("last_seq")?,
+        });
         reaped.push(id);
     }
     if !reaped.is_empty() {
-        hints.runnable();
+        wakeups.push(Wakeup::TaskRunnable);
+        hints.publish(wakeups);
     }
     Ok(reaped)
 }

@@ -5,8 +5,9 @@
 //! every worker write is checked against that fence ([`lease`], [`commit`]). With a per-tenant
 //! cap, a claim also takes its tenant's advisory lock and recounts, so replicas together never
 //! run more of a tenant's tasks than the cap. They learn about
-//! each other's writes through `NOTIFY`, sent after commit ([`outbox`]) and heard by a
-//! `LISTEN`ing connection ([`notify`]), as hints only.
+//! each other's writes through `NOTIFY`, sent after commit ([`outbox`]) while another replica
+//! listens and heard by a `LISTEN`ing connection ([`notify`]), as hints only; a store's own
+//! subscribers get its hints in process, at commit.
 //!
 //! Layout, mirroring `sqlite/` file for file: [`schema`] embeds the migrations, [`tasks`]
 //! serves the API's task rows (create with idempotency, get, list, cancel), [`lease`] claims,
@@ -36,6 +37,7 @@ use crate::domain::event::Event;
 use crate::domain::task::{Lease, NewTask, Task, TaskId};
 use crate::store::keys::{ApiKey, NewApiKey, NewStreamToken, StoredApiKey, StreamToken};
 pub use group::{DEFAULT_COMMIT_WRITERS, GroupStats};
+pub use outbox::HintStats;
 
 mod commit;
 mod group;
@@ -99,10 +101,17 @@ impl PgStore {
             .test_before_acquire(false)
             .connect(url)
             .await?;
-        let listener = notify::listen(url).await?;
+        // Marks this store's hints, so its own listener does not deliver them a second time.
+        let origin = format!("{:016x}", fastrand::u64(..));
+        let listener = notify::listen(url, &origin).await?;
         let (wakeups, _) = broadcast::channel(WAKEUP_CAPACITY);
-        let listening = notify::spawn(url.to_string(), listener, wakeups.clone());
-        let hints = Arc::new(outbox::Outbox::default());
+        let hearing = notify::Hearing {
+            url: url.to_string(),
+            origin: origin.clone(),
+            tx: wakeups.clone(),
+        };
+        let listening = notify::spawn(hearing, listener);
+        let hints = Arc::new(outbox::Outbox::new(wakeups.clone(), origin));
         let sending = outbox::spawn(pool.clone(), hints.clone());
         let group = Arc::new(group::GroupCommit::start(
             pool.clone(),
@@ -120,6 +129,11 @@ impl PgStore {
 }
 
 impl PgStore {
+    /// What the hint sender did so far ([`outbox`]).
+    pub fn hint_stats(&self) -> HintStats {
+        self.hints.stats()
+    }
+
     /// How the group commit batched the fenced writes so far ([`group`]).
     pub fn group_stats(&self) -> GroupStats {
         self.group.stats()
