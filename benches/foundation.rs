@@ -1,5 +1,6 @@
 //! Foundation benchmark (issue 2's figures), on Postgres, against a real `cairn serve` process:
-//! POST -> 202 latency, event rows written per second, SSE delivery latency (commit -> client,
+//! POST -> 202 latency (one client, then 32 at once), event rows written per second, SSE
+//! delivery latency (commit -> client,
 //! live events only: those committed after the stream was requested) and idle RSS. Run with
 //! `cargo bench --bench foundation` (Postgres at 127.0.0.1:5432, or `CAIRN_TEST_PG_URL`).
 //! Prints one line of figures; asserts nothing about speed.
@@ -21,6 +22,9 @@ const POSTS: usize = 500;
 const BURST_TASKS: usize = 200;
 const BURST_STEPS: u64 = 8;
 const SSE_TASKS: usize = 50;
+/// Clients posting at once, and the posts each sends, for the POST latency under load.
+const CLIENTS: usize = 32;
+const POSTS_PER_CLIENT: usize = 16;
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -53,6 +57,47 @@ async fn post_task(http: &reqwest::Client, base: &str, steps: u64, step_ms: u64)
         .expect("POST /v1/tasks");
     assert_eq!(response.status().as_u16(), 202, "POST answered 202");
     response.json().await.expect("task JSON")
+}
+
+/// POST -> 202 latency of every post of `CLIENTS` clients posting at once, sorted; waits
+/// until every task they created has ended.
+async fn concurrent_posts(base: &str) -> Vec<f64> {
+    let ready = std::sync::Arc::new(tokio::sync::Barrier::new(CLIENTS));
+    let clients = (0..CLIENTS).map(|_| {
+        let base = base.to_string();
+        let ready = ready.clone();
+        tokio::spawn(async move {
+            // A client of its own: its own connection, as 32 separate callers would have. Its
+            // set-up (the client's TLS roots, the TCP connection) is not timed: each one
+            // connects first, and all start posting together.
+            let http = reqwest::Client::new();
+            http.get(format!("{base}/healthz"))
+                .send()
+                .await
+                .expect("healthz");
+            ready.wait().await;
+            let mut timed = Vec::with_capacity(POSTS_PER_CLIENT);
+            for _ in 0..POSTS_PER_CLIENT {
+                let t0 = Instant::now();
+                let task = post_task(&http, &base, 1, 0).await;
+                timed.push((
+                    t0.elapsed().as_secs_f64() * 1000.0,
+                    task["id"].as_str().expect("id").to_string(),
+                ));
+            }
+            timed
+        })
+    });
+    let mut latencies = Vec::with_capacity(CLIENTS * POSTS_PER_CLIENT);
+    let http = reqwest::Client::new();
+    for client in futures_util::future::join_all(clients).await {
+        for (ms, id) in client.expect("client task") {
+            latencies.push(ms);
+            wait_terminal(&http, base, &id).await;
+        }
+    }
+    latencies.sort_by(f64::total_cmp);
+    latencies
 }
 
 async fn wait_terminal(http: &reqwest::Client, base: &str, id: &str) {
@@ -139,6 +184,7 @@ async fn main() {
         wait_terminal(&http, &base, id).await;
     }
     post_ms.sort_by(f64::total_cmp);
+    let post32_ms = concurrent_posts(&base).await;
 
     // Event rows per second: a burst of multi-step tasks run by the pool.
     let count_events = || async {
@@ -215,10 +261,12 @@ async fn main() {
 
     println!(
         "cairn-foundation backend=postgres posts={POSTS} post_p50_ms={:.2} post_p99_ms={:.2} \
-         events_per_s={events_per_s:.0} (burst {BURST_TASKS}x{BURST_STEPS} steps in {burst_s:.2}s) \
+         post{CLIENTS}_p50_ms={:.2} post{CLIENTS}_p99_ms={:.2} events_per_s={events_per_s:.0} (burst {BURST_TASKS}x{BURST_STEPS} steps in {burst_s:.2}s) \
          sse_p50_ms={:.2} sse_p99_ms={:.2} (n={}) idle_rss_mib={idle_rss_mib:.1}",
         percentile(&post_ms, 50.0),
         percentile(&post_ms, 99.0),
+        percentile(&post32_ms, 50.0),
+        percentile(&post32_ms, 99.0),
         percentile(&sse_ms, 50.0),
         percentile(&sse_ms, 99.0),
         sse_ms.len(),
