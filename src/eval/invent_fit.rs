@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::slip_rates::Answer;
 use super::world::{Judged, Verdict};
 
 /// Calls and invented calls among them.
@@ -56,6 +57,85 @@ pub(super) fn chooses(j: &Judged) -> bool {
         ("tactical", _) => true,
         ("strategic", Some("v1")) => true,
         _ => false,
+    }
+}
+
+fn answer(j: &Judged) -> Answer {
+    match j.milestone.as_deref() {
+        Some("reactive" | "direct") => Answer::Move,
+        _ => Answer::List,
+    }
+}
+
+/// Rule 9 fitted over the calls asked for each kind of answer apart (in trace order, so an act
+/// loop's rounds still follow each other): where the pooled rates hide a difference.
+pub fn fit_invent_by_answer(judged: &[Judged]) -> Vec<(Answer, InventFit)> {
+    [Answer::List, Answer::Move]
+        .into_iter()
+        .map(|kind| {
+            let calls: Vec<Judged> = judged
+                .iter()
+                .filter(|j| chooses(j) && answer(j) == kind)
+                .cloned()
+                .collect();
+            (kind, fit_invent(&calls))
+        })
+        .collect()
+}
+
+/// Rule 9's rates as a suite states them, from the pooled fit and the fits by answer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Rule9 {
+    pub invent_idle: f64,
+    pub invent_base: f64,
+    pub invent_repeat: f64,
+    pub invent_move_idle: Option<f64>,
+    pub invent_move_base: Option<f64>,
+}
+
+/// Lists and moves apart where both were seen in a state (else the pooled rate stands for
+/// both); the repeat rate is the act loop's, which only moves have.
+pub(super) fn rule9_rates(pooled: &InventFit, by_answer: &[(Answer, InventFit)]) -> Rule9 {
+    let of = |answer| {
+        by_answer
+            .iter()
+            .find(|(a, _)| *a == answer)
+            .map(|(_, f)| *f)
+            .unwrap_or_default()
+    };
+    let (list, moves) = (of(Answer::List), of(Answer::Move));
+    let apart = |lists: Tally, mv: Tally, pooled: f64, list_rate: f64, move_rate: f64| {
+        if lists.calls > 0 && mv.calls > 0 {
+            (list_rate, Some(move_rate))
+        } else {
+            (pooled, None)
+        }
+    };
+    let (invent_idle, invent_move_idle) = apart(
+        list.idle,
+        moves.idle,
+        pooled.invent_idle,
+        list.invent_idle,
+        moves.invent_idle,
+    );
+    let (invent_base, invent_move_base) = apart(
+        list.pending,
+        moves.pending,
+        pooled.invent_base,
+        list.invent_base,
+        moves.invent_base,
+    );
+    let invent_repeat = if moves.after.calls > 0 {
+        moves.invent_repeat
+    } else {
+        pooled.invent_repeat
+    };
+    Rule9 {
+        invent_idle,
+        invent_base,
+        invent_repeat,
+        invent_move_idle,
+        invent_move_base,
     }
 }
 
@@ -205,5 +285,40 @@ mod tests {
         let p = 0.3;
         let expected = (3.0 - 4.0 * p) / (4.0 * (1.0 - p));
         assert!((fit.invent_repeat - expected).abs() < 1e-9, "{fit:?}");
+    }
+    #[test]
+    fn lists_and_moves_are_fitted_apart() {
+        let judged = vec![
+            call("m1", 1, Verdict::Other),
+            call("m1", 1, Verdict::Other),
+            call("reactive", 1, Verdict::Next),
+            call("reactive", 1, Verdict::Other),
+            call("v1", 0, Verdict::Done),
+        ];
+        let fits = fit_invent_by_answer(&judged);
+        assert_eq!(fits[0].0, Answer::List);
+        assert_eq!(
+            fits[0].1.pending,
+            Tally {
+                calls: 2,
+                invented: 2
+            }
+        );
+        assert_eq!(
+            fits[0].1.idle,
+            Tally {
+                calls: 1,
+                invented: 0
+            }
+        );
+        assert_eq!(fits[1].0, Answer::Move);
+        assert_eq!(
+            fits[1].1.pending,
+            Tally {
+                calls: 2,
+                invented: 1
+            }
+        );
+        assert_eq!(fits[1].1.after, Tally::default());
     }
 }

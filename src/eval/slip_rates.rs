@@ -24,6 +24,24 @@ pub struct SlipRates {
     /// Rule 9: the chance a call whose context shows an invented call makes it again.
     #[serde(default)]
     pub invent_repeat: f64,
+    /// Rule 9 for calls asked for one move (an act loop's round) rather than a list of steps:
+    /// `invent_idle` and `invent_base` of such calls; unset, the list rates apply to both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invent_move_idle: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invent_move_base: Option<f64>,
+}
+
+/// The kind of answer a call that chooses what to do is asked for: part of what the call can
+/// see (its own contract), so a rate that differs between them still applies identically to
+/// every strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    /// A list of steps (a milestone's steps, v1's list, a plan).
+    List,
+    /// One move of an act loop (a reactive or direct round).
+    Move,
 }
 
 impl SlipRates {
@@ -40,13 +58,17 @@ impl SlipRates {
         (self.misorder_per_unwritten * unwritten as f64).clamp(0.0, 1.0)
     }
 
-    /// The chance a fresh call invents a call: with nothing pending, or with steps pending.
-    pub fn invent(&self, nothing_pending: bool) -> f64 {
-        if nothing_pending {
-            self.invent_idle
-        } else {
-            self.invent_base
-        }
+    /// The chance a fresh call asked for `answer` invents a call: with nothing pending, or with
+    /// steps pending.
+    pub fn invent(&self, nothing_pending: bool, answer: Answer) -> f64 {
+        let (idle, base) = match answer {
+            Answer::List => (self.invent_idle, self.invent_base),
+            Answer::Move => (
+                self.invent_move_idle.unwrap_or(self.invent_idle),
+                self.invent_move_base.unwrap_or(self.invent_base),
+            ),
+        };
+        if nothing_pending { idle } else { base }
     }
 
     /// Every rate is a probability or a per-unit rate within 0..=1.
@@ -59,6 +81,8 @@ impl SlipRates {
             self.invent_idle,
             self.invent_base,
             self.invent_repeat,
+            self.invent_move_idle.unwrap_or(0.0),
+            self.invent_move_base.unwrap_or(0.0),
         ]
         .iter()
         .all(|r| (0.0..=1.0).contains(r))

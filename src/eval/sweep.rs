@@ -27,10 +27,12 @@ pub enum WorldParam {
     InventIdle,
     InventBase,
     InventRepeat,
+    InventMoveIdle,
+    InventMoveBase,
 }
 
 impl WorldParam {
-    pub const ALL: [WorldParam; 12] = [
+    pub const ALL: [WorldParam; 14] = [
         WorldParam::GuessSuccess,
         WorldParam::GateNoise,
         WorldParam::Seed,
@@ -43,6 +45,8 @@ impl WorldParam {
         WorldParam::InventIdle,
         WorldParam::InventBase,
         WorldParam::InventRepeat,
+        WorldParam::InventMoveIdle,
+        WorldParam::InventMoveBase,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -59,6 +63,8 @@ impl WorldParam {
             WorldParam::InventIdle => "invent_idle",
             WorldParam::InventBase => "invent_base",
             WorldParam::InventRepeat => "invent_repeat",
+            WorldParam::InventMoveIdle => "invent_move_idle",
+            WorldParam::InventMoveBase => "invent_move_base",
         }
     }
 
@@ -94,6 +100,8 @@ impl WorldParam {
             WorldParam::InventIdle => settings.slips.invent_idle = probability()?,
             WorldParam::InventBase => settings.slips.invent_base = probability()?,
             WorldParam::InventRepeat => settings.slips.invent_repeat = probability()?,
+            WorldParam::InventMoveIdle => settings.slips.invent_move_idle = Some(probability()?),
+            WorldParam::InventMoveBase => settings.slips.invent_move_base = Some(probability()?),
             WorldParam::GateNoise => settings.gate_noise = whole()? as u32,
             WorldParam::Seed => settings.seed = whole()?,
             WorldParam::TokensPerCall => settings.tokens_per_call = whole()?,
@@ -118,7 +126,8 @@ pub enum SweepError {
     #[error(
         "--sweep: unknown world parameter {0:?} (use guess_success, gate_noise, seed, \
          tokens_per_call, chars_per_token, stop_base, stop_per_unwritten, stop_per_kchar, \
-         misorder_per_unwritten, invent_idle, invent_base or invent_repeat)"
+         misorder_per_unwritten, invent_idle, invent_base, invent_repeat, invent_move_idle or \
+         invent_move_base)"
     )]
     Param(String),
     #[error("--sweep: expected PARAM=V1,V2,... with at least two values, got {0:?}")]

@@ -12,8 +12,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use serde::Serialize;
 
-use super::invent_fit::{InventFit, chooses, fit_invent};
+use super::invent_fit::{InventFit, chooses, fit_invent, fit_invent_by_answer, rule9_rates};
 use super::lsq::nonnegative;
+use super::slip_rates::Answer;
 use super::suite::SlipRates;
 use super::world::{Judged, Verdict, World};
 use crate::engine::runtime::ports::{ModelCall, ModelPort, ModelReply, PortError};
@@ -116,6 +117,8 @@ pub struct Calibration {
     pub fitted: SlipRates,
     /// Rule 9's counts (over every call that chooses what to do, steps pending or not).
     pub invent: InventFit,
+    /// The same, over the calls asked for a list of steps and for one move apart.
+    pub invent_by_answer: Vec<(Answer, InventFit)>,
 }
 
 fn kind(j: &Judged) -> String {
@@ -170,10 +173,14 @@ pub fn calibrate(judged: &[Judged]) -> Calibration {
         k.mean_kchars /= n;
     }
     let invent = fit_invent(judged);
+    let by_answer = fit_invent_by_answer(judged);
+    let rule9 = rule9_rates(&invent, &by_answer);
     let fitted = SlipRates {
-        invent_idle: invent.invent_idle,
-        invent_base: invent.invent_base,
-        invent_repeat: invent.invent_repeat,
+        invent_idle: rule9.invent_idle,
+        invent_base: rule9.invent_base,
+        invent_repeat: rule9.invent_repeat,
+        invent_move_idle: rule9.invent_move_idle,
+        invent_move_base: rule9.invent_move_base,
         ..fit(&proposing)
     };
     Calibration {
@@ -181,6 +188,7 @@ pub fn calibrate(judged: &[Judged]) -> Calibration {
         kinds,
         fitted,
         invent,
+        invent_by_answer: by_answer,
     }
 }
 
@@ -254,15 +262,25 @@ impl Calibration {
         let _ = writeln!(
             out,
             "\nFitted `[world.slips]`: stop_base = {:.4}, stop_per_unwritten = {:.4}, \
-             stop_per_kchar = {:.4}, misorder_per_unwritten = {:.4}",
-            f.stop_base, f.stop_per_unwritten, f.stop_per_kchar, f.misorder_per_unwritten
+             stop_per_kchar = {:.4}, misorder_per_unwritten = {:.4}; rule 9, lists and moves \
+             apart: invent_idle = {:.4}, invent_base = {:.4}, invent_repeat = {:.4}, \
+             invent_move_idle = {:.4}, invent_move_base = {:.4}",
+            f.stop_base,
+            f.stop_per_unwritten,
+            f.stop_per_kchar,
+            f.misorder_per_unwritten,
+            f.invent_idle,
+            f.invent_base,
+            f.invent_repeat,
+            f.invent_move_idle.unwrap_or(f.invent_idle),
+            f.invent_move_base.unwrap_or(f.invent_base)
         );
         let i = &self.invent;
         let _ = writeln!(
             out,
             "\nInvented calls (rule 9): {} of {} fresh calls with nothing pending, {} of {} with \
-             steps pending, {} of {} act-loop calls right after an invented one. Fitted: \
-             invent_idle = {:.4}, invent_base = {:.4}, invent_repeat = {:.4}",
+             steps pending, {} of {} act-loop calls right after an invented one. Pooled over \
+             lists and moves: invent_idle = {:.4}, invent_base = {:.4}, invent_repeat = {:.4}",
             i.idle.invented,
             i.idle.calls,
             i.pending.invented,
@@ -273,6 +291,26 @@ impl Calibration {
             i.invent_base,
             i.invent_repeat
         );
+        out.push_str(
+            "\n| answer asked for | nothing pending: invented / calls | steps pending | right \
+             after an invented call | invent_idle | invent_base | invent_repeat |\n\
+             |---|---|---|---|---|---|---|\n",
+        );
+        for (answer, f) in &self.invent_by_answer {
+            let _ = writeln!(
+                out,
+                "| {answer:?} | {} / {} | {} / {} | {} / {} | {:.2} | {:.2} | {:.2} |",
+                f.idle.invented,
+                f.idle.calls,
+                f.pending.invented,
+                f.pending.calls,
+                f.after.invented,
+                f.after.calls,
+                f.invent_idle,
+                f.invent_base,
+                f.invent_repeat
+            );
+        }
         out
     }
 }

@@ -9,7 +9,10 @@
 //!   tool's answer) makes the last one again with probability `invent_repeat`, as a model at
 //!   temperature 0 repeats itself;
 //! - otherwise it invents a new one with probability `invent_idle` when nothing is pending
-//!   (instead of answering) and `invent_base` when steps are pending (instead of the next).
+//!   (instead of answering) and `invent_base` when steps are pending (instead of the next),
+//!   or, for a call asked for one move of an act loop rather than a list of steps,
+//!   `invent_move_idle` and `invent_move_base` where the suite sets them (the real model
+//!   invents far less in a single move: docs/evaluation.md).
 //!
 //! An invented call names an offered tool no step of the task uses (drawn per marker), or,
 //! when every offered tool is some step's, the first pending step's tool with invented
@@ -23,6 +26,7 @@ use serde_json::{Map, Value, json};
 
 use super::LOCATE;
 use super::mind::Mind;
+use crate::eval::slip_rates::Answer;
 use crate::eval::suite::TaskStep;
 
 const MARKER: &str = "invented-";
@@ -46,7 +50,12 @@ impl Mind<'_> {
     }
 
     /// The invented call this call makes instead of its next step (or its answer), if any.
-    pub(super) fn invented(&self, pending: &[&TaskStep], tools: &[String]) -> Option<Value> {
+    pub(super) fn invented(
+        &self,
+        pending: &[&TaskStep],
+        tools: &[String],
+        answer: Answer,
+    ) -> Option<Value> {
         let (distinct, seen) = self.invented_marks();
         let progress = self.task.steps.len() - pending.len();
         if let Some(last) = distinct.last()
@@ -54,7 +63,7 @@ impl Mind<'_> {
         {
             return self.invented_call(*last, pending, tools);
         }
-        let rate = self.slips.invent(pending.is_empty());
+        let rate = self.slips.invent(pending.is_empty(), answer);
         if rate > 0.0 && self.draw(&format!("slip-invent-{seen}"), progress) < rate {
             return self.invented_call(distinct.len(), pending, tools);
         }

@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 use super::slips::{Pick, SlipRates};
 use super::{LOCATE, Receipts};
 use crate::engine::runtime::ports::{ModelCall, Purpose};
+use crate::eval::slip_rates::Answer;
 use crate::eval::suite::{FaultKind, Suite, SuiteTask, TaskStep, fact_refs};
 
 /// What the model can see, and the deterministic draws it makes.
@@ -165,7 +166,7 @@ impl Mind<'_> {
     /// `None` when all are, or when the call stops early.
     fn next(&self, tools: &[String]) -> Option<Vec<Value>> {
         let pending = self.pending();
-        if let Some(invented) = self.invented(&pending, tools) {
+        if let Some(invented) = self.invented(&pending, tools, Answer::Move) {
             return Some(vec![invented]);
         }
         if pending.is_empty() {
@@ -181,7 +182,7 @@ impl Mind<'_> {
     /// the call stops early (rule 8), or one invented call instead (rule 9).
     fn list(&self, steps: &[&TaskStep], tools: &[String]) -> Vec<Value> {
         let pending: Vec<&TaskStep> = steps.iter().copied().filter(|s| !self.done(s)).collect();
-        if let Some(invented) = self.invented(&pending, tools) {
+        if let Some(invented) = self.invented(&pending, tools, Answer::List) {
             return vec![invented];
         }
         let cut = match pending.first() {
@@ -217,7 +218,7 @@ impl Mind<'_> {
     fn plan(&self, tools: &[String]) -> Value {
         let phases = self.phases();
         if phases.is_empty()
-            && let Some(call) = self.invented(&[], tools)
+            && let Some(call) = self.invented(&[], tools, Answer::List)
         {
             let name = call["id"].clone();
             return json!({"milestones": [{"id": "m1", "title": "answer found",

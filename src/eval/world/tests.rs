@@ -336,3 +336,30 @@ fn a_planner_asked_about_a_goal_no_step_serves_plans_an_invented_call_at_its_rat
     let plan = inventing.reply(Purpose::Strategic, None, &offered);
     assert_eq!(plan["milestones"][0]["tools"], json!(["lookup"]), "{plan}");
 }
+
+#[test]
+fn a_single_move_invents_at_the_move_rates_and_a_list_at_the_list_rates() {
+    let task = vm_task();
+    let goal = "{\"goal\": \"...\"}".to_string();
+    let offered = ["create_vm".to_string(), "lookup".into()];
+    // Lists always invent, moves never.
+    let rates = crate::eval::suite::SlipRates {
+        invent_idle: 1.0,
+        invent_base: 1.0,
+        invent_move_idle: Some(0.0),
+        invent_move_base: Some(0.0),
+        ..Default::default()
+    };
+    let split = slipping(&task, goal.clone(), rates);
+    let list = split.reply(Purpose::Strategic, Some("v1"), &offered);
+    assert_eq!(list["steps"][0]["tool"], "lookup", "{list}");
+    let step = split.reply(Purpose::Tactical, Some("reactive"), &offered);
+    assert_eq!(step["id"], "vm", "{step}");
+    // Unset, the list rates apply to moves too.
+    let pooled = crate::eval::suite::SlipRates {
+        invent_base: 1.0,
+        ..Default::default()
+    };
+    let step = slipping(&task, goal, pooled).reply(Purpose::Tactical, Some("reactive"), &offered);
+    assert_eq!(step["tool"], "lookup", "{step}");
+}
