@@ -211,3 +211,74 @@ async fn two_changes_of_one_task_commit_in_order() {
     assert_eq!(task.last_seq, 8);
     db.drop_database().await;
 }
+
+#[tokio::test]
+async fn tasks_posted_at_once_are_created_by_one_statement_and_a_refused_one_fails_alone() {
+    let db = common::TestPg::create().await;
+    let store = PgStore::connect(&db.url, 4).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    let taken = common::new_task(DEFAULT_TENANT, "created first");
+    let taken_id = taken.id;
+    store.create_task(taken, None, t0()).await.expect("create");
+    let before = store.creation_stats();
+
+    // Eight new tasks and one whose id is already taken, all posted at once.
+    let mut batch: Vec<_> = (0..TASKS)
+        .map(|n| common::new_task(DEFAULT_TENANT, &format!("posted at once {n}")))
+        .collect();
+    let mut again = common::new_task(DEFAULT_TENANT, "a second task with the first one's id");
+    again.id = taken_id;
+    batch.insert(3, again);
+    let ids: Vec<_> = batch.iter().map(|new| new.id).collect();
+    let outcomes = join_all(
+        batch
+            .into_iter()
+            .map(|new| store.create_task(new, None, t0())),
+    )
+    .await;
+
+    for (id, outcome) in ids.iter().zip(&outcomes) {
+        if *id == taken_id {
+            assert!(outcome.is_err(), "the duplicate id is refused: {outcome:?}");
+            continue;
+        }
+        let created = outcome.as_ref().expect("the others are created");
+        assert_eq!(created.task.id, *id, "each caller gets its own task back");
+        let events = store
+            .list_events(DEFAULT_TENANT, *id, 0, 10)
+            .await
+            .expect("events");
+        assert_eq!(events.len(), 1, "one task.created event");
+        assert_eq!(
+            (events[0].seq, events[0].kind.as_str()),
+            (1, kinds::TASK_CREATED)
+        );
+    }
+    let first = store
+        .get_task(DEFAULT_TENANT, taken_id)
+        .await
+        .expect("read")
+        .expect("the first task stands");
+    assert_eq!(
+        first.goal, "created first",
+        "the refused one changed nothing"
+    );
+    let after = store.creation_stats();
+    assert_eq!(after.commits - before.commits, TASKS as u64 + 1);
+    // One batch statement, then the refused batch retried member by member.
+    assert_eq!(after.statements - before.statements, 1 + TASKS as u64 + 1);
+    // Without the refused member, the batch is one transaction.
+    let batch: Vec<_> = (0..TASKS)
+        .map(|n| common::new_task(DEFAULT_TENANT, &format!("second batch {n}")))
+        .collect();
+    let before = store.creation_stats();
+    let outcomes = join_all(
+        batch
+            .into_iter()
+            .map(|new| store.create_task(new, None, t0())),
+    )
+    .await;
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    assert_eq!(store.creation_stats().statements - before.statements, 1);
+    db.drop_database().await;
+}

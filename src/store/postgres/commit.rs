@@ -16,6 +16,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::{PgConnection, Row};
 
+use super::group::Batch;
 use super::outbox::Outbox;
 use crate::domain::task::{Lease, TaskId};
 use crate::store::rules::CommitEffect;
@@ -75,9 +76,30 @@ pub(super) struct Member {
     pub(super) now: DateTime<Utc>,
 }
 
+/// The fenced worker writes as a kind of group-committed batch ([`super::group`]).
+#[derive(Debug)]
+pub(super) struct Commits;
+
+impl Batch for Commits {
+    type Member = Member;
+    type Outcome = Commit;
+
+    fn key(member: &Member) -> TaskId {
+        member.lease.task_id
+    }
+
+    async fn apply(
+        conn: &mut PgConnection,
+        hints: &Outbox,
+        members: &[Member],
+    ) -> Result<Vec<Commit>, StoreError> {
+        apply(conn, hints, members).await
+    }
+}
+
 /// Applies `members` (distinct tasks) in one statement on `conn`; the outcomes come back in
 /// the members' order, and the hints of the applied ones are recorded in `hints`.
-pub(super) async fn apply(
+async fn apply(
     conn: &mut PgConnection,
     hints: &Outbox,
     members: &[Member],

@@ -1,7 +1,9 @@
-//! Group commit: the concurrent workers' fenced writes, gathered into one statement each.
+//! Group commit: the concurrent workers' fenced writes (and the API's task creations), gathered
+//! into one statement each.
 //!
 //! Every [`Store::commit`](crate::store::Store::commit) of this process is handed to a writer
-//! task and awaits its outcome. A writer takes whatever is queued when it is free (up to
+//! task and awaits its outcome; so is every creation without an idempotency key
+//! ([`super::tasks`]), through a writer of its own ([`Batch`] says what a kind of write is). A writer takes whatever is queued when it is free (up to
 //! [`MAX_BATCH`]) and applies it as ONE statement ([`super::commit`]), so while one batch is
 //! in flight the next accumulates: at one worker a batch is a single commit, at eight the
 //! transactions, round trips and WAL flushes are shared. Nothing is acknowledged before its
@@ -17,18 +19,18 @@
 //! member's caller sees it as a transient store error.
 
 use std::collections::{HashSet, VecDeque};
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use sqlx::pool::PoolConnection;
-use sqlx::{PgPool, Postgres};
+use sqlx::{PgConnection, PgPool, Postgres};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use super::commit::{self, Member};
 use super::outbox::Outbox;
 use crate::domain::task::TaskId;
-use crate::store::{Commit, StoreError};
+use crate::store::StoreError;
 
 /// The most changes one statement carries.
 const MAX_BATCH: usize = 64;
@@ -47,11 +49,25 @@ pub struct GroupStats {
     pub commits: u64,
 }
 
-type Reply = oneshot::Sender<Result<Commit, StoreError>>;
+/// One kind of batched write: its member, its outcome, and the statement applying a batch.
+pub(super) trait Batch: Send + Sync + 'static {
+    type Member: Send + Sync + 'static;
+    type Outcome: Send + 'static;
+    /// Members with the same key never share a batch, and are written in the order submitted.
+    fn key(member: &Self::Member) -> TaskId;
+    /// Applies `members` in one statement on `conn`: one outcome per member, in order.
+    fn apply(
+        conn: &mut PgConnection,
+        hints: &Outbox,
+        members: &[Self::Member],
+    ) -> impl Future<Output = Result<Vec<Self::Outcome>, StoreError>> + Send;
+}
 
-struct Pending {
-    member: Member,
-    reply: Reply,
+type Reply<B> = oneshot::Sender<Result<<B as Batch>::Outcome, StoreError>>;
+
+struct Pending<B: Batch> {
+    member: B::Member,
+    reply: Reply<B>,
 }
 
 #[derive(Debug, Default)]
@@ -61,22 +77,22 @@ struct Counters {
 }
 
 /// The writers' queues; dropping it stops them.
-#[derive(Debug)]
-pub(super) struct GroupCommit {
-    queues: Vec<mpsc::UnboundedSender<Pending>>,
+pub(super) struct GroupCommit<B: Batch> {
+    queues: Vec<mpsc::UnboundedSender<Pending<B>>>,
     counters: Arc<Counters>,
     writers: Vec<JoinHandle<()>>,
 }
 
-impl std::fmt::Debug for Pending {
+impl<B: Batch> std::fmt::Debug for GroupCommit<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pending")
-            .field("task_id", &self.member.lease.task_id)
+        f.debug_struct("GroupCommit")
+            .field("writers", &self.writers.len())
+            .field("counters", &self.counters)
             .finish()
     }
 }
 
-impl Drop for GroupCommit {
+impl<B: Batch> Drop for GroupCommit<B> {
     fn drop(&mut self) {
         for writer in &self.writers {
             writer.abort();
@@ -84,14 +100,14 @@ impl Drop for GroupCommit {
     }
 }
 
-impl GroupCommit {
+impl<B: Batch> GroupCommit<B> {
     pub(super) fn start(pool: PgPool, hints: Arc<Outbox>, writers_wanted: usize) -> Self {
         let counters = Arc::new(Counters::default());
         let mut queues = Vec::with_capacity(writers_wanted);
         let mut writers = Vec::with_capacity(writers_wanted);
         for _ in 0..writers_wanted.max(1) {
             let (queue, receiver) = mpsc::unbounded_channel();
-            let writer = Writer {
+            let writer = Writer::<B> {
                 pool: pool.clone(),
                 hints: hints.clone(),
                 counters: counters.clone(),
@@ -110,9 +126,9 @@ impl GroupCommit {
     }
 
     /// Queues `member` for the next batch of its writer and waits for the outcome.
-    pub(super) async fn commit(&self, member: Member) -> Result<Commit, StoreError> {
+    pub(super) async fn submit(&self, member: B::Member) -> Result<B::Outcome, StoreError> {
         let count = self.queues.len().max(1) as u128;
-        let shard = usize::try_from(member.lease.task_id.as_u128() % count).unwrap_or_default();
+        let shard = usize::try_from(B::key(&member).as_u128() % count).unwrap_or_default();
         let (reply, outcome) = oneshot::channel();
         let queue = self.queues.get(shard).ok_or_else(stopped)?;
         queue
@@ -134,21 +150,21 @@ fn stopped() -> StoreError {
     StoreError::Database(sqlx::Error::PoolClosed)
 }
 
-struct Writer {
+struct Writer<B: Batch> {
     pool: PgPool,
     hints: Arc<Outbox>,
     counters: Arc<Counters>,
-    receiver: mpsc::UnboundedReceiver<Pending>,
+    receiver: mpsc::UnboundedReceiver<Pending<B>>,
     /// Changes put off to a later batch (their task already had one in the batch).
-    carried: VecDeque<Pending>,
+    carried: VecDeque<Pending<B>>,
     /// The connection, kept while more work is queued.
     held: Option<PoolConnection<Postgres>>,
 }
 
-impl Writer {
+impl<B: Batch> Writer<B> {
     async fn run(mut self) {
         while let Some(batch) = self.gather().await {
-            let (members, replies): (Vec<Member>, Vec<Reply>) = batch
+            let (members, replies): (Vec<B::Member>, Vec<Reply<B>>) = batch
                 .into_iter()
                 .map(|pending| (pending.member, pending.reply))
                 .unzip();
@@ -162,7 +178,7 @@ impl Writer {
 
     /// The next batch: the put-off changes first, then whatever is queued, one per task, and
     /// only changes someone still waits for. `None` once the store is gone.
-    async fn gather(&mut self) -> Option<Vec<Pending>> {
+    async fn gather(&mut self) -> Option<Vec<Pending<B>>> {
         let mut batch = Vec::new();
         let mut tasks: HashSet<TaskId> = HashSet::new();
         let mut later = VecDeque::new();
@@ -178,7 +194,7 @@ impl Writer {
             if next.reply.is_closed() {
                 continue;
             }
-            if tasks.insert(next.member.lease.task_id) {
+            if tasks.insert(B::key(&next.member)) {
                 batch.push(next);
             } else {
                 later.push_back(next);
@@ -190,7 +206,7 @@ impl Writer {
     }
 
     /// One outcome per member, in order.
-    async fn write(&mut self, members: &[Member]) -> Vec<Result<Commit, StoreError>> {
+    async fn write(&mut self, members: &[B::Member]) -> Vec<Result<B::Outcome, StoreError>> {
         if members.is_empty() {
             return Vec::new();
         }
@@ -202,14 +218,15 @@ impl Writer {
             },
         };
         self.count(members.len());
-        let outcomes = match commit::apply(&mut conn, &self.hints, members).await {
+        let outcomes = match B::apply(&mut conn, &self.hints, members).await {
             Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
             Err(error) if members.len() > 1 && !error.is_transient() => {
                 tracing::warn!(%error, members = members.len(), "group commit failed; committing its members one by one");
                 let mut outcomes = Vec::with_capacity(members.len());
                 for member in members {
-                    self.count(1);
-                    let alone = commit::apply(&mut conn, &self.hints, std::slice::from_ref(member));
+                    // A statement more, not a change more: each is counted once.
+                    self.counters.statements.fetch_add(1, Ordering::Relaxed);
+                    let alone = B::apply(&mut conn, &self.hints, std::slice::from_ref(member));
                     outcomes.push(alone.await.and_then(single));
                 }
                 outcomes
@@ -232,7 +249,7 @@ impl Writer {
 }
 
 /// The outcome of a batch of one.
-fn single(outcomes: Vec<Commit>) -> Result<Commit, StoreError> {
+fn single<T>(outcomes: Vec<T>) -> Result<T, StoreError> {
     outcomes
         .into_iter()
         .next()
@@ -241,7 +258,7 @@ fn single(outcomes: Vec<Commit>) -> Result<Commit, StoreError> {
 
 /// The batch's failure for each of its `members`: the error itself for the first, a copy that
 /// keeps its transient-or-not nature for the others.
-fn fan_out(error: StoreError, members: usize) -> Vec<Result<Commit, StoreError>> {
+fn fan_out<T>(error: StoreError, members: usize) -> Vec<Result<T, StoreError>> {
     let text = format!("group commit failed: {error}");
     let transient = error.is_transient();
     let mut outcomes = vec![Err(error)];

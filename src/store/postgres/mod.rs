@@ -72,7 +72,9 @@ pub struct PgStore {
     wakeups: broadcast::Sender<Wakeup>,
     hints: Arc<outbox::Outbox>,
     /// The group commit's writers ([`group`]), shared by clones.
-    group: Arc<group::GroupCommit>,
+    group: Arc<group::GroupCommit<commit::Commits>>,
+    /// The writer that batches task creations without an idempotency key ([`tasks`]).
+    creations: Arc<group::GroupCommit<tasks::Creations>>,
     /// Shared by clones; the listener and the hint sender stop when the last clone is dropped.
     _background: Arc<(notify::ListenerTask, outbox::SenderTask)>,
 }
@@ -118,11 +120,13 @@ impl PgStore {
             hints.clone(),
             options.commit_writers.max(1),
         ));
+        let creations = Arc::new(group::GroupCommit::start(pool.clone(), hints.clone(), 1));
         Ok(Self {
             pool,
             wakeups,
             hints,
             group,
+            creations,
             _background: Arc::new((listening, sending)),
         })
     }
@@ -137,6 +141,11 @@ impl PgStore {
     /// How the group commit batched the fenced writes so far ([`group`]).
     pub fn group_stats(&self) -> GroupStats {
         self.group.stats()
+    }
+
+    /// How the task creations without an idempotency key were batched so far ([`group`]).
+    pub fn creation_stats(&self) -> GroupStats {
+        self.creations.stats()
     }
 }
 
@@ -163,7 +172,15 @@ impl Store for PgStore {
         by: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Created, StoreError> {
-        tasks::create(&self.pool, &self.hints, new, idempotency, by, now).await
+        let creation = tasks::Creation {
+            new,
+            by: by.map(str::to_string),
+            now,
+        };
+        match idempotency {
+            None => tasks::create(&self.creations, &self.hints, creation).await,
+            Some(claim) => tasks::create_claimed(&self.pool, &self.hints, creation, claim).await,
+        }
     }
 
     async fn get_task(&self, tenant_id: &str, id: TaskId) -> Result<Option<Task>, StoreError> {
@@ -255,7 +272,7 @@ impl Store for PgStore {
             change,
             now,
         };
-        self.group.commit(member).await
+        self.group.submit(member).await
     }
 
     async fn reap_expired(&self, now: DateTime<Utc>) -> Result<Vec<TaskId>, StoreError> {

@@ -1,10 +1,13 @@
 //! Task rows as the API sees them: create (with idempotency), read, list, cancel.
 
+use std::collections::HashMap;
 use std::ops::ControlFlow;
 
 use chrono::{DateTime, Utc};
-use sqlx::{PgExecutor, PgPool, Row};
+use serde_json::Value;
+use sqlx::{PgConnection, PgPool, Row};
 
+use super::group::{Batch, GroupCommit};
 use super::outbox::Outbox;
 use super::rows::{self, task_columns};
 use crate::domain::event::kinds;
@@ -16,22 +19,57 @@ use crate::store::{CancelOutcome, Created, IdempotencyClaim, StoreError, TaskQue
 /// range scan) serves every page.
 const MAX_UUID: uuid::Uuid = uuid::Uuid::max();
 
+/// A task to create: what the API asked for, who asked, and when.
+#[derive(Debug)]
+pub(super) struct Creation {
+    pub(super) new: NewTask,
+    pub(super) by: Option<String>,
+    pub(super) now: DateTime<Utc>,
+}
+
+/// Creations without an idempotency key, as a kind of group-committed batch ([`super::group`]):
+/// the tasks posted at once are inserted by one statement, one transaction, one WAL flush.
+#[derive(Debug)]
+pub(super) struct Creations;
+
+impl Batch for Creations {
+    type Member = Creation;
+    type Outcome = Task;
+
+    fn key(member: &Creation) -> TaskId {
+        member.new.id
+    }
+
+    async fn apply(
+        conn: &mut PgConnection,
+        _hints: &Outbox,
+        members: &[Creation],
+    ) -> Result<Vec<Task>, StoreError> {
+        insert_tasks(conn, members).await
+    }
+}
+
+/// Creates a task without an idempotency key: batched with the others posted at once.
 pub(super) async fn create(
+    creations: &GroupCommit<Creations>,
+    hints: &Outbox,
+    creation: Creation,
+) -> Result<Created, StoreError> {
+    let task = creations.submit(creation).await?;
+    hints.publish(rules::created_wakeups(&task));
+    Ok(rules::created(task))
+}
+
+/// Creates a task under an idempotency key, or answers with the task the key already names.
+pub(super) async fn create_claimed(
     pool: &PgPool,
     hints: &Outbox,
-    new: NewTask,
-    idempotency: Option<IdempotencyClaim>,
-    by: Option<&str>,
-    now: DateTime<Utc>,
+    creation: Creation,
+    claim: IdempotencyClaim,
 ) -> Result<Created, StoreError> {
-    let Some(claim) = idempotency else {
-        // One statement, its own transaction: the common path is one round trip.
-        let task = insert_task(pool, &new, by, now).await?;
-        hints.publish(rules::created_wakeups(&task));
-        return Ok(rules::created(task));
-    };
     let mut tx = pool.begin().await?;
-    let task = insert_task(&mut *tx, &new, by, now).await?;
+    let task = single(insert_tasks(&mut tx, std::slice::from_ref(&creation)).await?)?;
+    let new = &creation.new;
     // Inserted after the task so the foreign key holds. A concurrent transaction holding the
     // same key makes this statement wait for it; if that one commits, we fall through to DO
     // NOTHING, roll back our task and answer with theirs.
@@ -43,7 +81,7 @@ pub(super) async fn create(
     .bind(&claim.key)
     .bind(&claim.request_hash)
     .bind(new.id)
-    .bind(now)
+    .bind(creation.now)
     .execute(&mut *tx)
     .await?
     .rows_affected()
@@ -57,40 +95,105 @@ pub(super) async fn create(
     Ok(rules::created(task))
 }
 
-/// Inserts the queued task and its `task.created` event (seq 1).
-async fn insert_task<'c>(
-    executor: impl PgExecutor<'c>,
-    new: &NewTask,
-    by: Option<&str>,
-    now: DateTime<Utc>,
-) -> Result<Task, StoreError> {
-    let row = sqlx::query(concat!(
-        "WITH created AS ( \
+fn single(tasks: Vec<Task>) -> Result<Task, StoreError> {
+    tasks
+        .into_iter()
+        .next()
+        .ok_or_else(|| StoreError::Corrupt("a task insert returned no row".to_string()))
+}
+
+/// Inserts the queued tasks and their `task.created` events (seq 1) in one statement, every
+/// column bound as an array; the tasks come back in the members' order.
+async fn insert_tasks(
+    conn: &mut PgConnection,
+    members: &[Creation],
+) -> Result<Vec<Task>, StoreError> {
+    let mut columns = NewColumns::default();
+    for member in members {
+        columns.push(member)?;
+    }
+    let rows = sqlx::query(concat!(
+        "WITH input AS ( \
+            SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bigint[], \
+                $6::bigint[], $7::bigint[], $8::jsonb[], $9::timestamptz[], $10::jsonb[]) \
+                AS i(id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, \
+                    budget_wall_ms, metadata, now, event) \
+         ), created AS ( \
             INSERT INTO tasks (id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, \
                 budget_wall_ms, metadata, status, created_at, updated_at, last_seq) \
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', $9, $9, 1) RETURNING * \
+            SELECT id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, \
+                budget_wall_ms, metadata, 'queued', now, now, 1 FROM input RETURNING * \
          ), logged AS ( \
             INSERT INTO events (task_id, seq, kind, data, created_at) \
-            SELECT id, 1, $10, $11, $9 FROM created \
+            SELECT c.id, 1, $11, i.event, c.created_at FROM created c JOIN input i ON i.id = c.id \
          ) \
          SELECT ",
         task_columns!(),
         " FROM created"
     ))
-    .bind(new.id)
-    .bind(&new.tenant_id)
-    .bind(&new.goal)
-    .bind(new.strategy.as_str())
-    .bind(rows::bigint(new.budget.tokens, "budget.tokens")?)
-    .bind(rows::bigint(new.budget.tool_calls, "budget.tool_calls")?)
-    .bind(rows::bigint(new.budget.wall_ms, "budget.wall_ms")?)
-    .bind(&new.metadata)
-    .bind(now)
+    .bind(columns.ids)
+    .bind(columns.tenants)
+    .bind(columns.goals)
+    .bind(columns.strategies)
+    .bind(columns.tokens)
+    .bind(columns.tool_calls)
+    .bind(columns.wall_ms)
+    .bind(columns.metadata)
+    .bind(columns.nows)
+    .bind(columns.events)
     .bind(kinds::TASK_CREATED)
-    .bind(rules::created_event(new, by))
-    .fetch_one(executor)
+    .fetch_all(conn)
     .await?;
-    rows::task(&row)
+    let mut created = HashMap::with_capacity(rows.len());
+    for row in &rows {
+        let task = rows::task(row)?;
+        created.insert(task.id, task);
+    }
+    members
+        .iter()
+        .map(|member| {
+            created.remove(&member.new.id).ok_or_else(|| {
+                StoreError::Corrupt(format!("task {} was not inserted", member.new.id))
+            })
+        })
+        .collect()
+}
+
+/// A batch of new tasks turned inside out, one array per column.
+#[derive(Default)]
+struct NewColumns {
+    ids: Vec<uuid::Uuid>,
+    tenants: Vec<String>,
+    goals: Vec<String>,
+    strategies: Vec<&'static str>,
+    tokens: Vec<i64>,
+    tool_calls: Vec<i64>,
+    wall_ms: Vec<i64>,
+    metadata: Vec<Value>,
+    nows: Vec<DateTime<Utc>>,
+    events: Vec<Value>,
+}
+
+impl NewColumns {
+    fn push(&mut self, member: &Creation) -> Result<(), StoreError> {
+        let new = &member.new;
+        let budget = &new.budget;
+        self.tokens
+            .push(rows::bigint(budget.tokens, "budget.tokens")?);
+        self.tool_calls
+            .push(rows::bigint(budget.tool_calls, "budget.tool_calls")?);
+        self.wall_ms
+            .push(rows::bigint(budget.wall_ms, "budget.wall_ms")?);
+        self.ids.push(new.id);
+        self.tenants.push(new.tenant_id.clone());
+        self.goals.push(new.goal.clone());
+        self.strategies.push(new.strategy.as_str());
+        self.metadata.push(new.metadata.clone());
+        self.nows.push(member.now);
+        self.events
+            .push(rules::created_event(new, member.by.as_deref()));
+        Ok(())
+    }
 }
 
 /// The key was taken by an earlier (now committed) request: same body -> its task, otherwise
