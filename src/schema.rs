@@ -11,9 +11,9 @@ use serde_json::Value;
 /// At most this many messages are kept from one validation; the rest are summarised.
 pub const MAX_MESSAGES: usize = 8;
 
-/// Compiles a schema, or says why it is not one.
+/// Compiles a schema (in cairn's dialect, [`crate::domain::dialect`]), or says why it is not one.
 pub fn compile(schema: &Value) -> Result<Validator, String> {
-    jsonschema::validator_for(schema).map_err(|error| error.to_string())
+    crate::domain::dialect::validator(schema)
 }
 
 /// The validation errors of `instance`, each prefixed with its JSON pointer, bounded.

@@ -19,7 +19,7 @@ const FLOORS: &[(&str, &[&str])] = &[
     ("domain", &[]),
     // Ports and the neutral helpers beside them.
     ("clock", &[]),
-    ("schema", &[]),
+    ("schema", &["domain"]),
     ("secret", &[]),
     ("llm", &["domain", "clock", "schema", "secret"]),
     ("store", &["domain", "clock", "schema", "secret"]),

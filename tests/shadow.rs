@@ -173,8 +173,12 @@ async fn a_shadow_run_sends_side_effects_only_to_the_sandbox() {
         clock.clone(),
     )));
     let shadow_tools = Arc::new(
-        ShadowTools::new(&registry, Some(Arc::new(MemoryReceipts::default())), clock)
-            .expect("shadow tools"),
+        ShadowTools::new(&ToolClient::new(
+            registry.clone(),
+            Some(Arc::new(MemoryReceipts::default())),
+            clock,
+        ))
+        .expect("shadow tools"),
     );
     assert!(shadow_tools.refused().contains("notify"));
     let engines = |tools: Arc<dyn ToolPort>| {

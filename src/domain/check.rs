@@ -142,10 +142,10 @@ impl Check {
                 if artifact.trim().is_empty() {
                     out.push("schema check needs a non-empty \"artifact\"".into());
                 }
-                if let Err(err) = jsonschema::validator_for(schema) {
+                if let Err(err) = super::dialect::validator(schema) {
                     out.push(format!(
                         "schema check has an invalid JSON Schema: {}",
-                        super::validate::short(&err.to_string())
+                        super::validate::short(&err)
                     ));
                 }
             }
@@ -217,7 +217,7 @@ fn evaluate_leaf(
             let value = artifacts
                 .get(artifact)
                 .ok_or_else(|| format!("artifact {artifact:?} was not produced"))?;
-            let validator = jsonschema::validator_for(schema)
+            let validator = super::dialect::validator(schema)
                 .map_err(|err| format!("invalid JSON Schema: {err}"))?;
             match validator.iter_errors(value).next() {
                 None => Ok(()),

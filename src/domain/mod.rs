@@ -13,6 +13,7 @@
 //! - [`diff`]: what changed between two plan versions.
 
 pub mod check;
+pub mod dialect;
 pub mod diff;
 pub mod event;
 pub mod fingerprint;

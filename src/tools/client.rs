@@ -93,6 +93,16 @@ impl ToolClient {
         }
     }
 
+    /// The same client (receipts, clock, HTTP connections) over another `registry`.
+    pub fn with_registry(&self, registry: Arc<ToolRegistry>) -> ToolClient {
+        ToolClient {
+            http: self.http.clone(),
+            registry,
+            receipts: self.receipts.clone(),
+            clock: self.clock.clone(),
+        }
+    }
+
     pub fn registry(&self) -> &Arc<ToolRegistry> {
         &self.registry
     }

@@ -38,14 +38,10 @@ pub fn engine(
     let clients = Clients::from_config(config).map_err(|e| e.to_string())?;
     let receipts: Arc<dyn ReceiptStore> = Arc::new(StoreReceipts(store));
     let models: Arc<dyn ModelPort> = Arc::new(LlmModels::new(clients.llm));
-    let tools: Arc<dyn ToolPort> = Arc::new(ClientTools::new(ToolClient::new(
-        clients.tools.clone(),
-        Some(receipts.clone()),
-        clock.clone(),
-    )));
-    let sandboxed: Arc<dyn ToolPort> = Arc::new(
-        ShadowTools::new(&clients.tools, Some(receipts), clock).map_err(|e| e.to_string())?,
-    );
+    let live = ToolClient::new(clients.tools.clone(), Some(receipts), clock);
+    let sandboxed: Arc<dyn ToolPort> =
+        Arc::new(ShadowTools::new(&live).map_err(|e| e.to_string())?);
+    let tools: Arc<dyn ToolPort> = Arc::new(ClientTools::new(live));
     let engines = |tools| {
         Engines::new(
             models.clone(),

@@ -10,8 +10,7 @@ use async_trait::async_trait;
 
 use super::adapters::ClientTools;
 use super::ports::{FailureKind, PortError, ToolCall, ToolPort, ToolReply, ToolSpec};
-use crate::clock::Clock;
-use crate::tools::{ReceiptStore, RegistryError, ToolClient, ToolRegistry};
+use crate::tools::{RegistryError, ToolClient, ToolRegistry};
 
 /// Tools as a shadow sees them: side-effecting calls go to the sandbox or are refused.
 pub struct ShadowTools {
@@ -21,16 +20,14 @@ pub struct ShadowTools {
 }
 
 impl ShadowTools {
-    /// Builds the shadow's view of `registry`: every side-effecting tool's URL replaced by its
-    /// sandbox URL; those without one are refused at call time (and still listed, so the plan
-    /// and the refusal are both visible).
-    pub fn new(
-        registry: &ToolRegistry,
-        receipts: Option<Arc<dyn ReceiptStore>>,
-        clock: Arc<dyn Clock>,
-    ) -> Result<ShadowTools, RegistryError> {
+    /// Builds the shadow's view of the `live` client's registry: every side-effecting tool's
+    /// URL replaced by its sandbox URL; those without one are refused at call time (and still
+    /// listed, so the plan and the refusal are both visible). The shadow keeps the live
+    /// client's receipts, clock and HTTP connections (one TLS set-up per process).
+    pub fn new(live: &ToolClient) -> Result<ShadowTools, RegistryError> {
         let mut refused = BTreeSet::new();
-        let specs = registry
+        let specs = live
+            .registry()
             .specs()
             .cloned()
             .map(|mut spec| {
@@ -46,7 +43,7 @@ impl ShadowTools {
             })
             .collect();
         let sandboxed = ToolRegistry::from_specs(specs, "shadow (sandboxed)")?;
-        let client = ToolClient::new(Arc::new(sandboxed), receipts, clock);
+        let client = live.with_registry(Arc::new(sandboxed));
         Ok(ShadowTools {
             inner: ClientTools::new(client),
             refused,

@@ -33,7 +33,7 @@ pub fn check_contract(cx: &Attempt, allowed: &[String], step: &Step) -> Result<(
     if spec.schema.is_null() {
         return Ok(());
     }
-    let validator = jsonschema::validator_for(&spec.schema)
+    let validator = crate::domain::dialect::validator(&spec.schema)
         .map_err(|error| format!("tool {:?} has an unusable schema: {error}", step.tool))?;
     let problems: Vec<String> = validator
         .iter_errors(&step.args)
