@@ -3,8 +3,9 @@
 //!
 //! Every [`Store::commit`](crate::store::Store::commit) of this process is handed to a writer
 //! task and awaits its outcome; so is every creation without an idempotency key
-//! ([`super::tasks`]), through a writer of its own ([`Batch`] says what a kind of write is). A writer takes whatever is queued when it is free (up to
-//! [`MAX_BATCH`]) and applies it as ONE statement ([`super::commit`]), so while one batch is
+//! ([`super::tasks`]), through a writer of its own ([`Batch`] says what a kind of write is).
+//! A writer takes whatever is queued when it is free (up to [`MAX_BATCH`]) and applies it as
+//! ONE statement ([`super::commit`], [`super::tasks`]), so while one batch is
 //! in flight the next accumulates: at one worker a batch is a single commit, at eight the
 //! transactions, round trips and WAL flushes are shared. Nothing is acknowledged before its
 //! batch committed. Fencing stays per task: a member whose fence no longer matches comes back
@@ -249,11 +250,11 @@ impl<B: Batch> Writer<B> {
 }
 
 /// The outcome of a batch of one.
-fn single<T>(outcomes: Vec<T>) -> Result<T, StoreError> {
+pub(super) fn single<T>(outcomes: Vec<T>) -> Result<T, StoreError> {
     outcomes
         .into_iter()
         .next()
-        .ok_or_else(|| StoreError::Corrupt("a commit returned no outcome".to_string()))
+        .ok_or_else(|| StoreError::Corrupt("a batched write returned no outcome".to_string()))
 }
 
 /// The batch's failure for each of its `members`: the error itself for the first, a copy that

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::{PgConnection, PgPool, Row};
 
-use super::group::{Batch, GroupCommit};
+use super::group::{Batch, GroupCommit, single};
 use super::outbox::Outbox;
 use super::rows::{self, task_columns};
 use crate::domain::event::kinds;
@@ -93,13 +93,6 @@ pub(super) async fn create_claimed(
     tx.commit().await?;
     hints.publish(rules::created_wakeups(&task));
     Ok(rules::created(task))
-}
-
-fn single(tasks: Vec<Task>) -> Result<Task, StoreError> {
-    tasks
-        .into_iter()
-        .next()
-        .ok_or_else(|| StoreError::Corrupt("a task insert returned no row".to_string()))
 }
 
 /// Inserts the queued tasks and their `task.created` events (seq 1) in one statement, every
