@@ -93,6 +93,8 @@ impl Stack {
         models: Arc<dyn ModelPort>,
         tools: Arc<dyn ToolPort>,
     ) -> Stack {
+        // As `cairn serve` does first thing (src/main.rs): jemalloc's background threads.
+        let _ = tikv_jemalloc_ctl::background_thread::write(true);
         let store = cairn::server::open_migrated(config)
             .await
             .expect("open and migrate the store");

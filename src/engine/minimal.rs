@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use super::{Engine, EngineError, Halt, RunContext, RunOutcome, StopSignal};
 use crate::domain::event::{NewEvent, kinds};
 use crate::domain::task::{Task, TaskStatus};
-use crate::store::Change;
+use crate::store::{Change, StateJson};
 
 /// Metadata key overriding the step count.
 pub const META_STEPS: &str = "engine_steps";
@@ -137,7 +137,7 @@ impl MinimalEngine {
                 "fence": ctx.lease.fence,
             });
             ctx.commit(Change {
-                state: Some(to_value(&checkpoint)?),
+                state: Some(to_state(&checkpoint)?),
                 events: vec![NewEvent::new(kinds::ENGINE_STEP, step)],
                 ..Change::default()
             })
@@ -151,7 +151,7 @@ impl MinimalEngine {
         ctx.commit(Change {
             status: Some(TaskStatus::Succeeded),
             result: Some(result.clone()),
-            state: Some(to_value(&checkpoint)?),
+            state: Some(to_state(&checkpoint)?),
             events: vec![NewEvent::new(
                 kinds::TASK_SUCCEEDED,
                 json!({ "result": result }),
@@ -210,8 +210,8 @@ async fn budget_exhausted(
     Ok(RunOutcome::Finished(TaskStatus::BudgetExhausted))
 }
 
-fn to_value(checkpoint: &Checkpoint) -> Result<Value, EngineError> {
-    serde_json::to_value(checkpoint).map_err(|error| EngineError::Checkpoint(error.to_string()))
+fn to_state(checkpoint: &Checkpoint) -> Result<StateJson, EngineError> {
+    StateJson::of(checkpoint).map_err(|error| EngineError::Checkpoint(error.to_string()))
 }
 
 #[cfg(test)]
@@ -277,7 +277,8 @@ mod tests {
             step_ms: 0,
             done: 2,
         };
-        let value = to_value(&checkpoint).expect("serializes");
+        let state = to_state(&checkpoint).expect("serializes");
+        let value: Value = serde_json::from_str(state.as_str()).expect("JSON");
         assert_eq!(value["engine"], "minimal");
         let back: Checkpoint = serde_json::from_value(value).expect("parses");
         assert_eq!(back, checkpoint);

@@ -116,6 +116,22 @@ pub enum LeaseStatus {
     Lost,
 }
 
+/// The engine's checkpoint as JSON text. The engine serializes its state once, straight to
+/// text (no [`Value`] tree on the way), and the stores keep the text as it is (Postgres `text`,
+/// SQLite `TEXT`); the next claim parses it back ([`Claimed::state`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateJson(String);
+
+impl StateJson {
+    pub fn of<T: Serialize + ?Sized>(state: &T) -> Result<Self, serde_json::Error> {
+        serde_json::to_string(state).map(Self)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// Everything one fenced worker write changes, committed in one transaction.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Change {
@@ -124,7 +140,7 @@ pub struct Change {
     /// The task's final report (set with a terminal status).
     pub result: Option<Value>,
     /// The engine's checkpoint, read back by the next claim.
-    pub state: Option<Value>,
+    pub state: Option<StateJson>,
     /// A new immutable plan version; also becomes the task's current `plan_version`.
     pub plan_version: Option<NewPlanVersion>,
     pub events: Vec<NewEvent>,

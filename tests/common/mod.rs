@@ -120,7 +120,7 @@ pub fn step_change(note: &str) -> cairn::store::Change {
     use cairn::domain::event::{NewEvent, kinds};
     use serde_json::json;
     cairn::store::Change {
-        state: Some(json!({ "note": note })),
+        state: Some(cairn::store::StateJson::of(&json!({ "note": note })).expect("JSON")),
         events: vec![
             NewEvent::new(kinds::ENGINE_STEP, json!({ "note": note })),
             NewEvent::new(kinds::ENGINE_STEP, json!({ "note": note, "part": 2 })),

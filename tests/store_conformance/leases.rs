@@ -7,7 +7,7 @@ use cairn::clock::Clock;
 use cairn::domain::event::{NewEvent, kinds};
 use cairn::domain::task::{DEFAULT_TENANT, Lease, TaskStatus};
 use cairn::store::ClaimParams;
-use cairn::store::{Change, Commit, LeaseStatus, NewLedgerEntry, Store};
+use cairn::store::{Change, Commit, LeaseStatus, NewLedgerEntry, StateJson, Store};
 use chrono::Duration;
 use serde_json::json;
 
@@ -129,7 +129,7 @@ pub async fn fenced_commit_refuses_stale_lease(store: Arc<dyn Store>) {
     let seq_before = event_count(&store, id).await;
 
     let stale_change = Change {
-        state: Some(json!({ "from": "w1" })),
+        state: Some(StateJson::of(&json!({ "from": "w1" })).expect("JSON")),
         ledger: vec![NewLedgerEntry {
             milestone_id: None,
             kind: "charge".to_owned(),
@@ -259,7 +259,7 @@ pub async fn release_requeues_with_checkpoint(store: Arc<dyn Store>) {
     let checkpoint = json!({ "milestone": "m2", "step": 3 });
     let change = Change {
         status: Some(TaskStatus::Queued),
-        state: Some(checkpoint.clone()),
+        state: Some(StateJson::of(&checkpoint).expect("JSON")),
         release: true,
         events: vec![NewEvent::new(kinds::TASK_RELEASED, json!({}))],
         ..Change::default()

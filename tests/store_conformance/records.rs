@@ -127,7 +127,7 @@ pub async fn failed_commit_writes_nothing(store: Arc<dyn Store>) {
         unit: "tokens".to_owned(),
         amount: 5,
     });
-    duplicate.state = Some(json!({ "lost": true }));
+    duplicate.state = Some(cairn::store::StateJson::of(&json!({ "lost": true })).expect("JSON"));
     let outcome = store.commit(&lease, duplicate, clock.now()).await;
     assert!(
         outcome.is_err(),

@@ -55,7 +55,7 @@ async fn everything_survives_a_reopen() {
     let id = create(&store, &clock, "durable").await;
     let lease = claim(&store, &clock, "w").await.lease;
     let mut change = events(&["engine.step"]);
-    change.state = Some(json!({ "checkpoint": 1 }));
+    change.state = Some(cairn::store::StateJson::of(&json!({ "checkpoint": 1 })).expect("JSON"));
     commit(&store, &clock, &lease, change).await;
     let task = store.get_task(DEFAULT_TENANT, id).await.expect("get");
     let history = store

@@ -31,7 +31,7 @@ use super::checkpoint::{Record, TaskState};
 use crate::domain::event::NewEvent;
 use crate::domain::task::TaskStatus;
 use crate::engine::{Applied, EngineError, Halt, RunContext};
-use crate::store::{Change, NewArtifact, NewLedgerEntry, NewPlanVersion};
+use crate::store::{Change, NewArtifact, NewLedgerEntry, NewPlanVersion, StateJson};
 
 /// Whether a transition is committed now or with the next commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,8 +151,7 @@ impl Journal {
         if inner.staged.is_empty() {
             return Ok(());
         }
-        let state = inner.state.clone();
-        self.commit(&mut inner, state, Rows::default(), None)
+        self.commit(&mut inner, None, Rows::default(), None)
             .await
             .map(|_| ())
     }
@@ -168,9 +167,7 @@ impl Journal {
         let plan_version = next_plan_version(&mut draft, record.plan_version);
         if plan_version.is_some() && inner.staged.plan_version.is_some() {
             // One plan version per commit: the staged one goes first.
-            let state = inner.state.clone();
-            self.commit(&mut inner, state, Rows::default(), None)
-                .await?;
+            self.commit(&mut inner, None, Rows::default(), None).await?;
         }
         let count = i64::try_from(record.events.len()).unwrap_or(i64::MAX);
         let rows = Rows {
@@ -191,7 +188,7 @@ impl Journal {
             return Ok((applied, out));
         }
         let ending = record.status.map(|status| (status, record.result));
-        let last_seq = self.commit(&mut inner, draft, rows, ending).await?;
+        let last_seq = self.commit(&mut inner, Some(draft), rows, ending).await?;
         let applied = Applied {
             first_seq: last_seq - count + 1,
             last_seq,
@@ -199,13 +196,13 @@ impl Journal {
         Ok((applied, out))
     }
 
-    /// Commits the staged rows, then `rows`, with `state` (and the terminal status and result
-    /// of `ending`). On success `state` becomes the in-memory state; on failure nothing changes.
-    /// Returns the last seq.
+    /// Commits the staged rows, then `rows`, with `state` (`None`: the in-memory state as it
+    /// is, without a copy) and the terminal status and result of `ending`. On success `state`
+    /// becomes the in-memory state; on failure nothing changes. Returns the last seq.
     async fn commit(
         &self,
         inner: &mut Inner,
-        state: TaskState,
+        state: Option<TaskState>,
         rows: Rows,
         ending: Option<(TaskStatus, Option<Value>)>,
     ) -> Result<i64, Halt> {
@@ -216,7 +213,7 @@ impl Journal {
             Some((status, result)) => (Some(status), result),
             None => (None, None),
         };
-        let value = serde_json::to_value(&state)
+        let value = StateJson::of(state.as_ref().unwrap_or(&inner.state))
             .map_err(|error| EngineError::Checkpoint(error.to_string()))?;
         let applied = self
             .ctx
@@ -243,7 +240,9 @@ impl Journal {
         }
         inner.last_seq = applied.last_seq;
         inner.staged = Rows::default();
-        inner.state = state;
+        if let Some(state) = state {
+            inner.state = state;
+        }
         Ok(applied.last_seq)
     }
 }

@@ -20,12 +20,12 @@ use super::group::Batch;
 use super::outbox::Outbox;
 use crate::domain::task::{Lease, TaskId};
 use crate::store::rules::CommitEffect;
-use crate::store::{Change, Commit, StoreError};
+use crate::store::{Change, Commit, StateJson, StoreError};
 
 const COMMIT: &str = "\
 WITH input AS ( \
     SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::bigint[], $4::text[], $5::bigint[], \
-        $6::timestamptz[], $7::boolean[], $8::boolean[], $9::jsonb[], $10::jsonb[], \
+        $6::timestamptz[], $7::boolean[], $8::boolean[], $9::jsonb[], $10::text[], \
         $11::integer[]) \
         AS i(id, worker, fence, status, count, now, finishes, keeps, result, state, plan_version) \
 ), locked AS ( \
@@ -169,7 +169,8 @@ struct Columns<'a> {
     finishes: Vec<bool>,
     keeps: Vec<bool>,
     results: Vec<Option<&'a Value>>,
-    states: Vec<Option<&'a Value>>,
+    /// The checkpoints as JSON text (the column is `text`: migration 0005).
+    states: Vec<Option<&'a str>>,
     plan_versions: Vec<Option<i32>>,
     events: EventColumns<'a>,
     plans: PlanColumns<'a>,
@@ -235,7 +236,8 @@ impl<'a> Columns<'a> {
         self.finishes.push(effect.sets_finished_at());
         self.keeps.push(effect.keeps_lease());
         self.results.push(change.result.as_ref());
-        self.states.push(change.state.as_ref());
+        self.states
+            .push(change.state.as_ref().map(StateJson::as_str));
         self.plan_versions
             .push(change.plan_version.as_ref().map(|plan| plan.version));
         for (position, event) in (1..).zip(&change.events) {

@@ -115,9 +115,16 @@ pub(super) async fn claim(
             worker_id: params.worker_id.to_string(),
             fence: row.try_get("fence")?,
         },
-        state: row.try_get("state")?,
+        state: checkpoint(row.try_get("state")?)?,
         task,
     }))
+}
+
+/// The checkpoint column holds JSON text (migration 0005).
+fn checkpoint(text: Option<String>) -> Result<Option<serde_json::Value>, StoreError> {
+    text.map(|text| serde_json::from_str(&text))
+        .transpose()
+        .map_err(|error| StoreError::Corrupt(format!("checkpoint is not JSON: {error}")))
 }
 
 type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;

@@ -31,6 +31,11 @@ const MIGRATIONS: Embedded = &[
         "lz4 checkpoints",
         include_str!("../../../migrations/postgres/0004_lz4_checkpoints.sql"),
     ),
+    (
+        5,
+        "checkpoint as text",
+        include_str!("../../../migrations/postgres/0005_checkpoint_text.sql"),
+    ),
 ];
 
 pub(super) fn migrator() -> Migrator {

@@ -17,7 +17,7 @@ use super::history::append_event;
 use super::rows::{self, id_text, millis};
 use crate::domain::task::Lease;
 use crate::store::rules::CommitEffect;
-use crate::store::{Change, Commit, StoreError};
+use crate::store::{Change, Commit, StateJson, StoreError};
 
 impl SqliteStore {
     pub(super) async fn commit_tx(
@@ -149,7 +149,7 @@ async fn update_task_row(
     .bind(seq)
     .bind(effect.sets_finished_at())
     .bind(change.result.as_ref().map(rows::json_text))
-    .bind(change.state.as_ref().map(rows::json_text))
+    .bind(change.state.as_ref().map(StateJson::as_str))
     .bind(change.plan_version.as_ref().map(|plan| plan.version))
     .bind(ends_lease)
     .execute(&mut *conn)
