@@ -5,7 +5,10 @@
 
 Reads the simulated report's records and the live run log (or a live report.json), keeps the
 tasks both hold, and prints per task and strategy the verified share of each side, then per
-category the strategies ordered by verified share on each side and whether the orders agree.
+category the strategies ordered by verified share on each side and whether the orders agree,
+and the mean absolute difference between the two sides' verified shares over every (task,
+strategy) cell both hold: one number to compare two calibrations of the world against the
+same live runs (lower is closer).
 Only tasks the live log holds are compared, and a category's orders only over the tasks every
 strategy has run live, so a partial live run compares like with like.
 """
@@ -88,6 +91,12 @@ def main(argv):
             shares[side] = per
         a, b = order(shares["sim"]), order(shares["live"])
         print(f"| {cat} | {len(in_cat)} | {a} | {b} | {'yes' if a == b else 'no'} |")
+    cells = [k for k in live if k in sim]
+    if cells:
+        gap = sum(abs(sim[k][0] / sim[k][1] - live[k][0] / live[k][1]) for k in cells)
+        print()
+        print(f"Mean absolute difference of the verified share, simulated against live, over "
+              f"the {len(cells)} (task, strategy) cells both hold: {gap / len(cells):.3f}.")
     return 0
 
 
