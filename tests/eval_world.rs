@@ -17,7 +17,7 @@ use std::sync::Arc;
 use cairn::domain::task::{DEFAULT_TENANT, NewTask, Strategy};
 use cairn::engine::runtime::ports::{ModelCall, ModelPort, Purpose, Repeat, ToolCall, ToolPort};
 use cairn::eval::suite::{Category, Suite, SuiteError};
-use cairn::eval::world::{META_KEY, Verdict, World};
+use cairn::eval::world::{META_KEY, StepJudged, Verdict, World};
 use cairn::store::Store;
 use cairn::store::sqlite::SqliteStore;
 use serde_json::{Value, json};
@@ -208,6 +208,34 @@ async fn a_real_answer_is_judged_against_the_ground_truth_as_it_stands() {
     let list =
         judge(json!({"steps": [{"id": "s1", "tool": "search", "args": {"q": "bug"}}]})).await;
     assert_eq!((list.first, list.covered), (Verdict::Next, Some(1)));
+    // Every call of a list in its place: the edit's path is a fact no output has shown yet, so
+    // a right one is a lucky guess and a wrong one a failed guess (`unseen`); the same edit
+    // again is a repeat, a tool no step uses `other`.
+    let step = |verdict, unseen| StepJudged { verdict, unseen };
+    let guessed = judge(json!({"steps": [
+        {"tool": "search", "args": {"q": "bug"}},
+        {"tool": "edit", "args": {"path": "src/hidden_module.rs"}},
+        {"tool": "edit", "args": {"path": "src/hidden_module.rs"}},
+        {"tool": "deploy", "args": {}}]}))
+    .await;
+    assert_eq!(
+        guessed.steps,
+        vec![
+            step(Verdict::Next, false),
+            step(Verdict::Next, true),
+            step(Verdict::Repeat, false),
+            step(Verdict::Other, false)
+        ]
+    );
+    let failed = judge(json!({"steps": [
+        {"tool": "edit", "args": {"path": "src/guess.rs"}},
+        {"tool": "search", "args": {"q": "bug"}}]}))
+    .await;
+    assert_eq!(
+        failed.steps,
+        vec![step(Verdict::WrongArgs, true), step(Verdict::Next, false)]
+    );
+    assert!(next.steps.is_empty(), "one move has no list");
     let calibration = cairn::eval::trace::calibrate(&[next, later, wrong, stop, list]);
     assert_eq!(calibration.calls, 5);
     assert_eq!(calibration.kinds[0].kind, "tactical/reactive");

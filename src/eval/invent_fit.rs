@@ -60,7 +60,7 @@ pub(super) fn chooses(j: &Judged) -> bool {
     }
 }
 
-fn answer(j: &Judged) -> Answer {
+pub(super) fn answer(j: &Judged) -> Answer {
     match j.milestone.as_deref() {
         Some("reactive" | "direct") => Answer::Move,
         _ => Answer::List,
@@ -139,14 +139,15 @@ pub(super) fn rule9_rates(pooled: &InventFit, by_answer: &[(Answer, InventFit)])
     }
 }
 
-/// A call no pending step needed: another tool, invented arguments, or (with nothing pending)
-/// a step already done.
+/// A call no pending step needed: another tool, invented arguments, or a step already done.
+/// A done step again was counted as a right call while steps were pending until 2026-12-03;
+/// the world's counterpart of a call that is not invented proposes a pending step, and a done
+/// one again moves nothing forward (docs/evaluation.md, "Refit, 2026-12-03 (second)").
 fn invented(j: &Judged) -> bool {
-    match j.first {
-        Verdict::Other | Verdict::WrongArgs => true,
-        Verdict::Repeat => j.pending == 0,
-        _ => false,
-    }
+    matches!(
+        j.first,
+        Verdict::Other | Verdict::WrongArgs | Verdict::Repeat
+    )
 }
 
 /// Fits rule 9 over `judged`, in trace order.
@@ -208,6 +209,7 @@ mod tests {
             unwritten: 0,
             first,
             covered: None,
+            steps: Vec::new(),
         }
     }
 
@@ -220,9 +222,11 @@ mod tests {
             call("reactive", 0, Verdict::Other),
             call("reactive", 0, Verdict::Done),
         ];
-        // Milestone lists: one invented of two fresh calls with steps pending.
+        // Milestone lists: one invented of two fresh calls with steps pending, and a done step
+        // proposed again, which moves nothing forward either.
         trace.push(call("m1", 2, Verdict::WrongArgs));
         trace.push(call("m1", 2, Verdict::Next));
+        trace.push(call("m1", 2, Verdict::Repeat));
         let fit = fit_invent(&trace);
         assert_eq!(
             fit.idle,
@@ -234,8 +238,8 @@ mod tests {
         assert_eq!(
             fit.pending,
             Tally {
-                calls: 2,
-                invented: 1
+                calls: 3,
+                invented: 2
             }
         );
         assert_eq!(
@@ -246,7 +250,7 @@ mod tests {
             }
         );
         assert_eq!(fit.invent_idle, 1.0);
-        assert_eq!(fit.invent_base, 0.5);
+        assert!((fit.invent_base - 2.0 / 3.0).abs() < 1e-12);
         // With p = 1 for idle calls nothing separates q from p: the fit does not invent one.
         assert_eq!(fit.invent_repeat, 0.0);
     }

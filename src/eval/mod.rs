@@ -15,6 +15,7 @@
 
 pub mod drive;
 pub mod invent_fit;
+pub mod list_fit;
 mod lsq;
 pub mod report;
 pub mod resume;

@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 use super::invent_fit::{InventFit, chooses, fit_invent, fit_invent_by_answer, rule9_rates};
+use super::list_fit::{ListFit, fit_lists};
 use super::lsq::nonnegative;
 use super::slip_rates::Answer;
 use super::suite::SlipRates;
@@ -119,6 +120,8 @@ pub struct Calibration {
     pub invent: InventFit,
     /// The same, over the calls asked for a list of steps and for one move apart.
     pub invent_by_answer: Vec<(Answer, InventFit)>,
+    /// Past the first call of a list, and the guesses (`crate::eval::list_fit`).
+    pub lists: ListFit,
 }
 
 fn kind(j: &Judged) -> String {
@@ -189,6 +192,7 @@ pub fn calibrate(judged: &[Judged]) -> Calibration {
         fitted,
         invent,
         invent_by_answer: by_answer,
+        lists: fit_lists(judged),
     }
 }
 
@@ -311,6 +315,7 @@ impl Calibration {
                 f.invent_repeat
             );
         }
+        out.push_str(&self.lists.markdown());
         out
     }
 }
@@ -349,6 +354,7 @@ mod tests {
             unwritten,
             first,
             covered: None,
+            steps: Vec::new(),
         }
     }
 

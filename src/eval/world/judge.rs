@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::mind::Mind;
 use super::perform::means;
 use super::resolve_truth;
-use crate::eval::suite::TaskStep;
+use crate::eval::suite::{TaskStep, fact_refs};
 
 /// What one proposed call (or a "done") meant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,11 +47,38 @@ pub struct Judged {
     pub first: Verdict,
     /// For a list: how many distinct pending steps it proposes (all of them, when complete).
     pub covered: Option<usize>,
+    /// For a list: every proposed call in order, each judged against the pending steps the
+    /// calls before it have not proposed yet (traces before 2026-12-03 lack it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepJudged>,
+}
+
+/// One call of a list, judged in its place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepJudged {
+    /// `next`: the first pending step not proposed earlier in the list; `later`: another one;
+    /// `wrong_args`: such a step's tool with wrong arguments; `repeat`: a step done or proposed
+    /// already; `other`: a tool no pending step uses.
+    pub verdict: Verdict,
+    /// The step it was judged against needs a fact its context does not show (it can only
+    /// be guessed): the step's own for `next`/`later`, the first unproposed pending step of
+    /// that tool for `wrong_args`.
+    pub unseen: bool,
+}
+
+/// What [`Mind::judge`] makes of one answer.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Judgement {
+    pub pending: usize,
+    pub unwritten: usize,
+    pub first: Verdict,
+    pub covered: Option<usize>,
+    pub steps: Vec<StepJudged>,
 }
 
 impl Mind<'_> {
     /// Judges `value`, the answer a model gave to a call whose context this mind holds.
-    pub(super) fn judge(&self, value: &Value) -> (usize, usize, Verdict, Option<usize>) {
+    pub(super) fn judge(&self, value: &Value) -> Judgement {
         let pending = self.pending();
         let unwritten = self.unwritten(&pending);
         let stop = if pending.is_empty() {
@@ -59,15 +86,22 @@ impl Mind<'_> {
         } else {
             Verdict::Stop
         };
+        let judgement = |first, covered, steps| Judgement {
+            pending: pending.len(),
+            unwritten,
+            first,
+            covered,
+            steps,
+        };
         if value.get("done").and_then(Value::as_bool) == Some(true) {
-            return (pending.len(), unwritten, stop, None);
+            return judgement(stop, None, Vec::new());
         }
         if let Some(tool) = value.get("tool").and_then(Value::as_str) {
             let verdict = self.verdict(tool, value.get("args"), &pending);
-            return (pending.len(), unwritten, verdict, None);
+            return judgement(verdict, None, Vec::new());
         }
         let Some(steps) = value.get("steps").and_then(Value::as_array) else {
-            return (pending.len(), unwritten, stop, None);
+            return judgement(stop, None, Vec::new());
         };
         let calls: Vec<(&str, Option<&Value>)> = steps
             .iter()
@@ -85,7 +119,64 @@ impl Mind<'_> {
                     .any(|(tool, args)| self.matches(p, tool, *args))
             })
             .count();
-        (pending.len(), unwritten, first, Some(covered))
+        let judged = self.judge_steps(&calls, &pending);
+        judgement(first, Some(covered), judged)
+    }
+
+    /// Every call of a list in its place: the pending steps shrink as calls propose them.
+    fn judge_steps(
+        &self,
+        calls: &[(&str, Option<&Value>)],
+        pending: &[&TaskStep],
+    ) -> Vec<StepJudged> {
+        let mut left: Vec<&TaskStep> = pending.to_vec();
+        let mut proposed: Vec<&TaskStep> = Vec::new();
+        calls
+            .iter()
+            .map(|(tool, args)| {
+                if let Some(at) = left.iter().position(|s| self.matches(s, tool, *args)) {
+                    let step = left.remove(at);
+                    proposed.push(step);
+                    let verdict = if at == 0 {
+                        Verdict::Next
+                    } else {
+                        Verdict::Later
+                    };
+                    return StepJudged {
+                        verdict,
+                        unseen: self.unseen(step),
+                    };
+                }
+                if let Some(step) = left.iter().find(|s| s.tool == *tool) {
+                    return StepJudged {
+                        verdict: Verdict::WrongArgs,
+                        unseen: self.unseen(step),
+                    };
+                }
+                let again = self.task.steps.iter().any(|s| self.matches(s, tool, *args));
+                let verdict = if again {
+                    Verdict::Repeat
+                } else {
+                    Verdict::Other
+                };
+                StepJudged {
+                    verdict,
+                    unseen: false,
+                }
+            })
+            .collect()
+    }
+
+    /// Whether `step`'s arguments need a fact the context does not show.
+    fn unseen(&self, step: &TaskStep) -> bool {
+        step.args.values().flat_map(|t| fact_refs(t)).any(|fact| {
+            let truth = self
+                .facts
+                .get(&fact)
+                .map(String::as_str)
+                .unwrap_or_default();
+            truth.is_empty() || !self.context.contains(truth)
+        })
     }
 
     fn matches(&self, step: &TaskStep, tool: &str, args: Option<&Value>) -> bool {

@@ -47,7 +47,7 @@ mod specs;
 #[cfg(test)]
 mod tests;
 
-pub use judge::{Judged, Verdict};
+pub use judge::{Judged, StepJudged, Verdict};
 use mind::Mind;
 use perform::perform;
 
@@ -282,17 +282,18 @@ impl World {
         let task = suite.task(&binding.task)?;
         let facts = self.with_world(call.task_id, task, |w| w.facts.clone());
         let mind = Mind::new(&suite, task, binding.repeat, call, facts);
-        let (pending, unwritten, first, covered) = mind.judge(value);
+        let judged = mind.judge(value);
         Some(Judged {
             task: task.id.clone(),
             repeat: binding.repeat,
             purpose: call.purpose.as_str().to_string(),
             milestone: call.milestone.clone(),
             chars: mind.context.len(),
-            pending,
-            unwritten,
-            first,
-            covered,
+            pending: judged.pending,
+            unwritten: judged.unwritten,
+            first: judged.first,
+            covered: judged.covered,
+            steps: judged.steps,
         })
     }
 }

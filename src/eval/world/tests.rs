@@ -282,14 +282,14 @@ fn an_invented_call_is_judged_a_slip_changes_nothing_and_is_repeated_as_its_rate
     let reply = inventing.reply(Purpose::Tactical, Some("reactive"), &offered);
     assert_eq!(reply["tool"], "lookup", "{reply}");
     assert_eq!(reply["args"]["query"], "invented-0", "{reply}");
-    assert_eq!(inventing.judge(&reply).2, super::Verdict::Other);
+    assert_eq!(inventing.judge(&reply).first, super::Verdict::Other);
     // Only the steps' tools offered: the next step's tool with invented arguments.
     let own = ["create_vm".to_string(), "run_command".into()];
     let list = inventing.reply(Purpose::Strategic, Some("v1"), &own);
     let steps = list["steps"].as_array().unwrap();
     assert_eq!(steps.len(), 1, "{list}");
     assert_eq!(steps[0]["args"]["image"], "invented-0", "{list}");
-    assert_eq!(inventing.judge(&list).2, super::Verdict::WrongArgs);
+    assert_eq!(inventing.judge(&list).first, super::Verdict::WrongArgs);
     let mut world = fresh(&task);
     let (ok, _) = call(&task, &mut world, "create_vm", steps[0]["args"].clone());
     assert!(!ok);
