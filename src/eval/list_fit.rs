@@ -56,6 +56,13 @@ pub struct ListFit {
     pub guessed_wrong: u32,
     /// `guessed_right / (guessed_right + guessed_wrong)`, when there are any.
     pub guess_success: Option<f64>,
+    /// The world's `invent_later`: over the later calls of the lists that started right, up to
+    /// and including the first invented one (the world's list ends there) and while a pending
+    /// step was left to propose, the share that proposed no pending step (another tool, a done
+    /// step, or wrong arguments where the facts were in context: a wrong guess is rule 1's).
+    pub later_calls: u32,
+    pub later_invented: u32,
+    pub invent_later: Option<f64>,
 }
 
 fn right(verdict: Verdict) -> bool {
@@ -92,6 +99,26 @@ pub fn fit_lists(judged: &[Judged]) -> ListFit {
             }
         }
     }
+    for j in judged.iter().filter(|j| {
+        chooses(j) && answer(j) == Answer::List && j.steps.first().is_some_and(|s| right(s.verdict))
+    }) {
+        let mut proposed = 1;
+        for step in &j.steps[1..] {
+            if proposed >= j.pending {
+                break;
+            }
+            fit.later_calls += 1;
+            let guessed = step.verdict == Verdict::WrongArgs && step.unseen;
+            if right(step.verdict) || guessed {
+                proposed += 1;
+            } else {
+                fit.later_invented += 1;
+                break;
+            }
+        }
+    }
+    fit.invent_later =
+        (fit.later_calls > 0).then(|| f64::from(fit.later_invented) / f64::from(fit.later_calls));
     let guesses = fit.guessed_right + fit.guessed_wrong;
     fit.guess_success = (guesses > 0).then(|| f64::from(fit.guessed_right) / f64::from(guesses));
     fit
@@ -121,16 +148,23 @@ impl ListFit {
             "\nv1's whole-task lists that started right with two or more steps pending: {} of \
              {} proposed every pending step.\n\nCalls with the right tool for a step whose \
              arguments need a fact no output has shown: {} right (guessed), {} wrong; \
-             guess_success = {}.",
+             guess_success = {}.\n\nLater calls of the lists that started right, up to the \
+             first invented one: {} invented of {}; invent_later = {}.",
             self.whole_complete,
             self.whole_started_right,
             self.guessed_right,
             self.guessed_wrong,
-            self.guess_success
-                .map_or_else(|| "-".to_string(), |g| format!("{g:.2}"))
+            rate(self.guess_success),
+            self.later_invented,
+            self.later_calls,
+            rate(self.invent_later)
         );
         out
     }
+}
+
+fn rate(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_string(), |g| format!("{g:.2}"))
 }
 
 #[cfg(test)]
@@ -184,6 +218,10 @@ mod tests {
         assert_eq!((fit.whole_complete, fit.whole_started_right), (1, 2));
         assert_eq!((fit.guessed_right, fit.guessed_wrong), (1, 1));
         assert_eq!(fit.guess_success, Some(0.5));
+        // Later calls up to the first invented one: list 1's failed guess counts as proposed,
+        // its `other` ends it (2 calls, 1 invented); list 2's right guess (1 call).
+        assert_eq!((fit.later_invented, fit.later_calls), (1, 3));
+        assert!(fit.markdown().contains("invent_later = 0.33"));
         assert!(fit.markdown().contains("guess_success = 0.50"));
         let none = fit_lists(&[]);
         assert_eq!(none.guess_success, None);

@@ -30,6 +30,14 @@ pub struct SlipRates {
     pub invent_move_idle: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invent_move_base: Option<f64>,
+    /// Rule 9 past the first call of a list: the chance each later step of a list whose first
+    /// call was not invented is replaced by an invented call, which ends the list.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub invent_later: f64,
+}
+
+fn is_zero(rate: &f64) -> bool {
+    *rate == 0.0
 }
 
 /// The kind of answer a call that chooses what to do is asked for: part of what the call can
@@ -83,6 +91,7 @@ impl SlipRates {
             self.invent_repeat,
             self.invent_move_idle.unwrap_or(0.0),
             self.invent_move_base.unwrap_or(0.0),
+            self.invent_later,
         ]
         .iter()
         .all(|r| (0.0..=1.0).contains(r))

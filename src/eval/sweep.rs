@@ -29,10 +29,11 @@ pub enum WorldParam {
     InventRepeat,
     InventMoveIdle,
     InventMoveBase,
+    InventLater,
 }
 
 impl WorldParam {
-    pub const ALL: [WorldParam; 14] = [
+    pub const ALL: [WorldParam; 15] = [
         WorldParam::GuessSuccess,
         WorldParam::GateNoise,
         WorldParam::Seed,
@@ -47,6 +48,7 @@ impl WorldParam {
         WorldParam::InventRepeat,
         WorldParam::InventMoveIdle,
         WorldParam::InventMoveBase,
+        WorldParam::InventLater,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -65,6 +67,7 @@ impl WorldParam {
             WorldParam::InventRepeat => "invent_repeat",
             WorldParam::InventMoveIdle => "invent_move_idle",
             WorldParam::InventMoveBase => "invent_move_base",
+            WorldParam::InventLater => "invent_later",
         }
     }
 
@@ -102,6 +105,7 @@ impl WorldParam {
             WorldParam::InventRepeat => settings.slips.invent_repeat = probability()?,
             WorldParam::InventMoveIdle => settings.slips.invent_move_idle = Some(probability()?),
             WorldParam::InventMoveBase => settings.slips.invent_move_base = Some(probability()?),
+            WorldParam::InventLater => settings.slips.invent_later = probability()?,
             WorldParam::GateNoise => settings.gate_noise = whole()? as u32,
             WorldParam::Seed => settings.seed = whole()?,
             WorldParam::TokensPerCall => settings.tokens_per_call = whole()?,
@@ -126,8 +130,8 @@ pub enum SweepError {
     #[error(
         "--sweep: unknown world parameter {0:?} (use guess_success, gate_noise, seed, \
          tokens_per_call, chars_per_token, stop_base, stop_per_unwritten, stop_per_kchar, \
-         misorder_per_unwritten, invent_idle, invent_base, invent_repeat, invent_move_idle or \
-         invent_move_base)"
+         misorder_per_unwritten, invent_idle, invent_base, invent_repeat, invent_move_idle, \
+         invent_move_base or invent_later)"
     )]
     Param(String),
     #[error("--sweep: expected PARAM=V1,V2,... with at least two values, got {0:?}")]

@@ -14,6 +14,10 @@
 //!   `invent_move_idle` and `invent_move_base` where the suite sets them (the real model
 //!   invents far less in a single move: docs/evaluation.md).
 //!
+//! - in a list whose first call was not invented, each later pending step is replaced by an
+//!   invented call with probability `invent_later`, and the list ends there (a list that
+//!   starts right need not go on right: docs/evaluation.md, "Past the first call of a list").
+//!
 //! An invented call names an offered tool no step of the task uses (drawn per marker), or,
 //! when every offered tool is some step's, the first pending step's tool with invented
 //! arguments; the world answers it `not found`, so it changes nothing but the context. Every
@@ -68,6 +72,25 @@ impl Mind<'_> {
             return self.invented_call(distinct.len(), pending, tools);
         }
         None
+    }
+
+    /// The invented call a list makes in place of `step`, a later pending step, if any.
+    pub(super) fn invented_later(
+        &self,
+        step: &TaskStep,
+        pending: &[&TaskStep],
+        tools: &[String],
+    ) -> Option<Value> {
+        if self.slips.invent_later <= 0.0 {
+            return None;
+        }
+        let (distinct, seen) = self.invented_marks();
+        let at = self.task.steps.iter().position(|s| s.id == step.id)?;
+        if self.draw(&format!("slip-later-{seen}"), at) >= self.slips.invent_later {
+            return None;
+        }
+        let from = pending.iter().position(|s| s.id == step.id).unwrap_or(0);
+        self.invented_call(distinct.len(), &pending[from..], tools)
     }
 
     /// Invented call number `n`: an offered tool no step uses, else a step's tool with

@@ -179,7 +179,8 @@ impl Mind<'_> {
     }
 
     /// A list of the calls for `steps` (all of a scope), cut after the first pending one when
-    /// the call stops early (rule 8), or one invented call instead (rule 9).
+    /// the call stops early (rule 8), or one invented call instead (rule 9), or ended by an
+    /// invented call in place of a later pending step (rule 9, `invent_later`).
     fn list(&self, steps: &[&TaskStep], tools: &[String]) -> Vec<Value> {
         let pending: Vec<&TaskStep> = steps.iter().copied().filter(|s| !self.done(s)).collect();
         if let Some(invented) = self.invented(&pending, tools, Answer::List) {
@@ -192,7 +193,19 @@ impl Mind<'_> {
             _ => None,
         };
         let kept = &steps[..cut.unwrap_or(steps.len())];
-        kept.iter().flat_map(|s| self.calls_for(s)).collect()
+        let mut calls = Vec::new();
+        for step in kept {
+            let later = pending.first().is_some_and(|first| first.id != step.id);
+            if later
+                && !self.done(step)
+                && let Some(invented) = self.invented_later(step, &pending, tools)
+            {
+                calls.push(invented);
+                break;
+            }
+            calls.extend(self.calls_for(step));
+        }
+        calls
     }
 
     fn answer(&self) -> Value {

@@ -363,3 +363,29 @@ fn a_single_move_invents_at_the_move_rates_and_a_list_at_the_list_rates() {
     let step = slipping(&task, goal, pooled).reply(Purpose::Tactical, Some("reactive"), &offered);
     assert_eq!(step["tool"], "lookup", "{step}");
 }
+
+#[test]
+fn a_list_that_starts_right_ends_at_an_invented_later_call_at_its_rate() {
+    let task = vm_task();
+    let goal = "{\"goal\": \"...\"}".to_string();
+    let offered = [
+        "create_vm".to_string(),
+        "run_command".into(),
+        "lookup".into(),
+    ];
+    let later = |rate| crate::eval::suite::SlipRates {
+        invent_later: rate,
+        ..Default::default()
+    };
+    let whole =
+        slipping(&task, goal.clone(), later(0.0)).reply(Purpose::Strategic, Some("v1"), &offered);
+    assert_eq!(whole["steps"].as_array().map(Vec::len), Some(3), "{whole}");
+    // Always: the first step stands, the second is an invented call, and the list ends.
+    let cut = slipping(&task, goal, later(1.0)).reply(Purpose::Strategic, Some("v1"), &offered);
+    let steps = cut["steps"].as_array().cloned().unwrap_or_default();
+    assert_eq!(steps.len(), 2, "{cut}");
+    assert_eq!(
+        (steps[0]["id"].as_str(), steps[1]["tool"].as_str()),
+        (Some("vm"), Some("lookup"))
+    );
+}
