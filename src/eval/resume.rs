@@ -32,17 +32,24 @@ pub struct RunsMeta {
     pub engine: serde_json::Value,
 }
 
+/// The world settings only the simulated model's answers read (`crate::eval::world::mind`):
+/// the tools, receipts and faults a live run meets do not depend on them.
+const POLICY_ONLY: [&str; 3] = ["slips", "guess_success", "gate_noise"];
+
 impl RunsMeta {
     /// Whether `other` names the same experiment. A live run's answers come from the model, so
-    /// the slip rates of the simulated policy (`world.slips`) take no part in it: a live run
-    /// recorded before the rates were calibrated (or before a rate existed) resumes after.
+    /// the settings of the simulated policy alone ([`POLICY_ONLY`]: the slip rates, the chance
+    /// of a right guess, the gate's noise) take no part in it: a live run recorded before they
+    /// were calibrated (or before a rate existed) resumes after.
     pub fn same_experiment(&self, other: &RunsMeta) -> bool {
         let world = |meta: &RunsMeta| {
             let mut world = meta.world.clone();
             if !meta.simulated
                 && let Some(map) = world.as_object_mut()
             {
-                map.remove("slips");
+                for key in POLICY_ONLY {
+                    map.remove(key);
+                }
             }
             world
         };
@@ -266,12 +273,16 @@ mod tests {
     }
 
     #[test]
-    fn slip_rates_take_no_part_in_a_live_experiment_but_do_in_a_simulated_one() {
+    fn policy_settings_take_no_part_in_a_live_experiment_but_do_in_a_simulated_one() {
         let mut live = meta();
         live.world = serde_json::json!({"seed": 7, "slips": {"invent_base": 0.0}});
         let mut calibrated = live.clone();
         calibrated.world = serde_json::json!({"seed": 7, "slips": {"invent_base": 0.9}});
         assert!(live.same_experiment(&calibrated));
+        // So do the chance of a right guess and the gate's noise, read only by the policy.
+        let mut guessing = calibrated.clone();
+        guessing.world = serde_json::json!({"seed": 7, "guess_success": 0.0, "gate_noise": 2});
+        assert!(live.same_experiment(&guessing));
         let mut reseeded = calibrated.clone();
         reseeded.world = serde_json::json!({"seed": 8, "slips": {"invent_base": 0.9}});
         assert!(!live.same_experiment(&reseeded));
