@@ -92,29 +92,14 @@ pub fn fit_lists(judged: &[Judged]) -> ListFit {
             fit.whole_complete += u32::from(proposed >= j.pending);
         }
         for step in j.steps.iter().filter(|s| s.unseen) {
-            match step.verdict {
-                Verdict::Next | Verdict::Later => fit.guessed_right += 1,
-                Verdict::WrongArgs => fit.guessed_wrong += 1,
-                _ => {}
+            if right(step.verdict) {
+                fit.guessed_right += 1;
+            } else if step.verdict == Verdict::WrongArgs {
+                fit.guessed_wrong += 1;
             }
         }
-    }
-    for j in judged.iter().filter(|j| {
-        chooses(j) && answer(j) == Answer::List && j.steps.first().is_some_and(|s| right(s.verdict))
-    }) {
-        let mut proposed = 1;
-        for step in &j.steps[1..] {
-            if proposed >= j.pending {
-                break;
-            }
-            fit.later_calls += 1;
-            let guessed = step.verdict == Verdict::WrongArgs && step.unseen;
-            if right(step.verdict) || guessed {
-                proposed += 1;
-            } else {
-                fit.later_invented += 1;
-                break;
-            }
+        if started {
+            count_later(&mut fit, j);
         }
     }
     fit.invent_later =
@@ -122,6 +107,25 @@ pub fn fit_lists(judged: &[Judged]) -> ListFit {
     let guesses = fit.guessed_right + fit.guessed_wrong;
     fit.guess_success = (guesses > 0).then(|| f64::from(fit.guessed_right) / f64::from(guesses));
     fit
+}
+
+/// The later calls of a list that started right, up to and including the first invented one
+/// and while a pending step was left to propose (`ListFit::invent_later`).
+fn count_later(fit: &mut ListFit, j: &Judged) {
+    let mut proposed = 1;
+    for step in &j.steps[1..] {
+        if proposed >= j.pending {
+            break;
+        }
+        fit.later_calls += 1;
+        let guessed = step.verdict == Verdict::WrongArgs && step.unseen;
+        if right(step.verdict) || guessed {
+            proposed += 1;
+        } else {
+            fit.later_invented += 1;
+            break;
+        }
+    }
 }
 
 impl ListFit {
