@@ -36,6 +36,11 @@ const MIGRATIONS: Embedded = &[
         "checkpoint as text",
         include_str!("../../../migrations/postgres/0005_checkpoint_text.sql"),
     ),
+    (
+        6,
+        "fewer indexes",
+        include_str!("../../../migrations/postgres/0006_fewer_indexes.sql"),
+    ),
 ];
 
 pub(super) fn migrator() -> Migrator {
