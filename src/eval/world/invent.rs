@@ -22,7 +22,9 @@
 //! when every offered tool is some step's, the first pending step's tool with invented
 //! arguments; the world answers it `not found`, so it changes nothing but the context. Every
 //! draw is keyed by the task's progress and the markers in context: the same context gives the
-//! same answer.
+//! same answer. The progress is where the call's scope starts ([`Mind::scope_at`]): keyed by
+//! the number of steps pending instead, every single-step milestone of a task drew the same
+//! number, so a task whose first milestone was listed right had every later one listed right.
 
 use std::collections::BTreeSet;
 
@@ -61,7 +63,7 @@ impl Mind<'_> {
         answer: Answer,
     ) -> Option<Value> {
         let (distinct, seen) = self.invented_marks();
-        let progress = self.task.steps.len() - pending.len();
+        let progress = self.scope_at(pending);
         if let Some(last) = distinct.last()
             && self.draw(&format!("slip-again-{seen}"), progress) < self.slips.invent_repeat
         {

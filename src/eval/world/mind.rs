@@ -86,6 +86,17 @@ impl Mind<'_> {
         out
     }
 
+    /// Where a call's scope starts in the task: the index of its first pending step, or the
+    /// task's length when nothing is pending. Slip draws are keyed by it (with the markers in
+    /// context), so the same scope in the same context draws alike, and two scopes (two
+    /// milestones of one task, each with one step pending) draw apart.
+    pub(super) fn scope_at(&self, pending: &[&TaskStep]) -> usize {
+        pending
+            .first()
+            .and_then(|first| self.task.steps.iter().position(|s| s.id == first.id))
+            .unwrap_or(self.task.steps.len())
+    }
+
     /// Rule 2: a step is done when its receipt (with the world's nonce) is in context.
     fn done(&self, step: &TaskStep) -> bool {
         let receipts = Receipts {

@@ -45,6 +45,8 @@ mod perform;
 pub mod slips;
 mod specs;
 #[cfg(test)]
+mod scope_tests;
+#[cfg(test)]
 mod tests;
 
 pub use judge::{Judged, StepJudged, Verdict};

@@ -39,7 +39,7 @@ impl Mind<'_> {
     /// The slips of one call over `pending` (in order, non-empty): stop, misorder, or the next.
     pub(super) fn pick(&self, pending: &[&TaskStep]) -> Pick {
         let unwritten = self.unwritten(pending);
-        let progress = self.task.steps.len() - pending.len();
+        let progress = self.scope_at(pending);
         if self.draw("slip-stop", progress) < self.slips.stop(unwritten, self.context.len()) {
             return Pick::Stop;
         }
