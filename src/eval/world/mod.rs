@@ -42,10 +42,10 @@ mod invent;
 mod judge;
 mod mind;
 mod perform;
-pub mod slips;
-mod specs;
 #[cfg(test)]
 mod scope_tests;
+pub mod slips;
+mod specs;
 #[cfg(test)]
 mod tests;
 
