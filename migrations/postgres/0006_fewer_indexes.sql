@@ -6,7 +6,7 @@
 -- same sequences: events keep their global id for total order (ARCHITECTURE §5), ledger
 -- entries and artifacts their order within a task, and they are still unique (a sequence
 -- never hands out a value twice). Measured over 200 tasks x 8 single-step milestones: 53 of
--- the 84 WAL records a step wrote were b-tree inserts; this removes 36 of them (docs/benchmarks.md).
+-- the 84 WAL records a step wrote were b-tree inserts; with this, 27 (docs/benchmarks.md).
 ALTER TABLE events DROP CONSTRAINT events_pkey;
 ALTER TABLE events DROP CONSTRAINT events_task_seq_key;
 ALTER TABLE events ADD CONSTRAINT events_pkey PRIMARY KEY (task_id, seq);
