@@ -11,19 +11,21 @@ every step list v2 and `auto` asked for a milestone with steps pending, per cate
 same verdicts as `slips.md`: next, later, wrong_args, repeat, other, stop).
 """
 
+import importlib.util
 import json
+import os
 import sys
 from collections import Counter, defaultdict
 
 BASELINES = {"one_shot", "reactive", "v1", "direct"}
 
-
-def records(path):
-    if path.endswith(".jsonl"):
-        with open(path) as f:
-            return [json.loads(line) for line in f if line.strip()]
-    with open(path) as f:
-        return json.load(f)["records"]
+# The run-log reader of scripts/live-vs-sim.py (a report.json or a runs.jsonl).
+_spec = importlib.util.spec_from_file_location(
+    "live_vs_sim", os.path.join(os.path.dirname(os.path.abspath(__file__)), "live-vs-sim.py")
+)
+_live_vs_sim = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_live_vs_sim)
+records = _live_vs_sim.records
 
 
 def progress(recs):
