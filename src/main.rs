@@ -90,6 +90,9 @@ enum Command {
         /// Wall-clock budget of each live run, in seconds.
         #[arg(long, default_value_t = 600, requires = "live")]
         run_wall_s: u64,
+        /// With --live, only these calls go to the model (gate,strategic,tactical,verifier).
+        #[arg(long, requires = "live")]
+        live_purposes: Option<String>,
         /// Run the suite once per value of one world parameter, e.g.
         /// `guess_success=0.3,0.5,0.7`, and chart verified success per strategy against it
         /// (sweep.md, sweep.json, sweep.svg under --out).
@@ -155,6 +158,7 @@ fn main() -> ExitCode {
             live,
             config,
             run_wall_s,
+            live_purposes,
             sweep,
             resume,
             max_runs,
@@ -166,6 +170,7 @@ fn main() -> ExitCode {
             database_url,
             workers,
             live: live.then_some((config, run_wall_s)),
+            live_purposes,
             sweep,
             resume,
             max_runs,
@@ -213,6 +218,7 @@ struct EvalArgs {
     database_url: Option<String>,
     workers: Option<usize>,
     live: Option<(Option<PathBuf>, u64)>,
+    live_purposes: Option<String>,
     sweep: Option<cairn::eval::sweep::Sweep>,
     resume: bool,
     max_runs: Option<usize>,
@@ -229,10 +235,15 @@ fn eval(args: EvalArgs) -> ExitCode {
         let live = match &args.live {
             Some((config, run_wall_s)) => {
                 let _guard = runtime.enter();
-                Some(cairn::wiring::eval::live_model(
+                let mut live = cairn::wiring::eval::live_model(
                     config.as_deref(),
                     run_wall_s.saturating_mul(1000),
-                )?)
+                )?;
+                let purposes = args.live_purposes.as_deref();
+                live.live_for = purposes
+                    .map(cairn::eval::routed::parse_purposes)
+                    .transpose()?;
+                Some(live)
             }
             None => None,
         };

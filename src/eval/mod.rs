@@ -19,6 +19,7 @@ pub mod list_fit;
 mod lsq;
 pub mod report;
 pub mod resume;
+pub mod routed;
 pub mod runner;
 pub mod shadow;
 mod slip_rates;

@@ -22,7 +22,7 @@ use super::sweep::{SweepError, WorldParam};
 use crate::domain::settings::EngineSettings;
 use crate::domain::task::Strategy;
 use crate::engine::prompts;
-use crate::engine::runtime::ports::ModelPort;
+use crate::engine::runtime::ports::{ModelPort, Purpose};
 use crate::store::{Store, StoreError};
 
 /// What `cairn eval` was asked to do.
@@ -92,6 +92,9 @@ pub struct LiveModel {
     pub run_wall_ms: u64,
     /// The engine settings of the configuration (a simulated run uses the defaults).
     pub engine: EngineSettings,
+    /// Only these kinds of call go to the model, the world's policy answers the others
+    /// (`--live-purposes`, [`super::routed`]); `None`: every call.
+    pub live_for: Option<Vec<Purpose>>,
 }
 
 impl std::fmt::Debug for LiveModel {
@@ -99,6 +102,7 @@ impl std::fmt::Debug for LiveModel {
         f.debug_struct("LiveModel")
             .field("model", &self.model)
             .field("run_wall_ms", &self.run_wall_ms)
+            .field("live_for", &self.live_for)
             .finish_non_exhaustive()
     }
 }
@@ -119,6 +123,8 @@ pub enum EvalError {
     Sweep(#[from] SweepError),
     #[error("cannot resume: {0}")]
     Resume(String),
+    #[error("--live-purposes: unknown purpose {0:?} (use gate, strategic, tactical, verifier)")]
+    Purpose(String),
 }
 
 /// The suite at `params.suite` with `params.overrides` applied to its world, checked again.
@@ -176,6 +182,17 @@ pub fn runs_meta(params: &EvalParams, suite: &Suite) -> RunsMeta {
 
 fn model_name(params: &EvalParams) -> String {
     match &params.live {
+        Some(LiveModel {
+            model,
+            live_for: Some(purposes),
+            ..
+        }) => {
+            let names: Vec<&str> = purposes.iter().map(|p| p.as_str()).collect();
+            format!(
+                "{model} for {} calls only; the world's policy answers the others",
+                names.join(", ")
+            )
+        }
         Some(live) => live.model.clone(),
         None => "cairn-eval world model (simulated)".into(),
     }

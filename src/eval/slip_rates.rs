@@ -1,4 +1,4 @@
-//! The slip rates of a suite's `[world.slips]` (rules 8 and 9 of the world).
+//! The slip rates of a suite's `[world.slips]` (rules 8, 9 and 10 of the world).
 
 use serde::{Deserialize, Serialize};
 
@@ -34,6 +34,15 @@ pub struct SlipRates {
     /// call was not invented is replaced by an invented call, which ends the list.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub invent_later: f64,
+    /// Rule 10, a plan's slips: the chance a tool some step of the task needs is granted to
+    /// no milestone of the plan (v2 offers a milestone's tactical call only its milestone's
+    /// tools, so that step cannot be taken under the plan).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub plan_tool_miss: f64,
+    /// Rule 10: the chance a milestone's acceptance check names an artifact no tool produces
+    /// (the real model names artifacts it has not seen), so the check cannot pass.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub plan_accept_miss: f64,
 }
 
 fn is_zero(rate: &f64) -> bool {
@@ -92,6 +101,8 @@ impl SlipRates {
             self.invent_move_idle.unwrap_or(0.0),
             self.invent_move_base.unwrap_or(0.0),
             self.invent_later,
+            self.plan_tool_miss,
+            self.plan_accept_miss,
         ]
         .iter()
         .all(|r| (0.0..=1.0).contains(r))

@@ -30,10 +30,12 @@ pub enum WorldParam {
     InventMoveIdle,
     InventMoveBase,
     InventLater,
+    PlanToolMiss,
+    PlanAcceptMiss,
 }
 
 impl WorldParam {
-    pub const ALL: [WorldParam; 15] = [
+    pub const ALL: [WorldParam; 17] = [
         WorldParam::GuessSuccess,
         WorldParam::GateNoise,
         WorldParam::Seed,
@@ -49,6 +51,8 @@ impl WorldParam {
         WorldParam::InventMoveIdle,
         WorldParam::InventMoveBase,
         WorldParam::InventLater,
+        WorldParam::PlanToolMiss,
+        WorldParam::PlanAcceptMiss,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -68,6 +72,8 @@ impl WorldParam {
             WorldParam::InventMoveIdle => "invent_move_idle",
             WorldParam::InventMoveBase => "invent_move_base",
             WorldParam::InventLater => "invent_later",
+            WorldParam::PlanToolMiss => "plan_tool_miss",
+            WorldParam::PlanAcceptMiss => "plan_accept_miss",
         }
     }
 
@@ -106,6 +112,8 @@ impl WorldParam {
             WorldParam::InventMoveIdle => settings.slips.invent_move_idle = Some(probability()?),
             WorldParam::InventMoveBase => settings.slips.invent_move_base = Some(probability()?),
             WorldParam::InventLater => settings.slips.invent_later = probability()?,
+            WorldParam::PlanToolMiss => settings.slips.plan_tool_miss = probability()?,
+            WorldParam::PlanAcceptMiss => settings.slips.plan_accept_miss = probability()?,
             WorldParam::GateNoise => settings.gate_noise = whole()? as u32,
             WorldParam::Seed => settings.seed = whole()?,
             WorldParam::TokensPerCall => settings.tokens_per_call = whole()?,
@@ -131,7 +139,7 @@ pub enum SweepError {
         "--sweep: unknown world parameter {0:?} (use guess_success, gate_noise, seed, \
          tokens_per_call, chars_per_token, stop_base, stop_per_unwritten, stop_per_kchar, \
          misorder_per_unwritten, invent_idle, invent_base, invent_repeat, invent_move_idle, \
-         invent_move_base or invent_later)"
+         invent_move_base, invent_later, plan_tool_miss or plan_accept_miss)"
     )]
     Param(String),
     #[error("--sweep: expected PARAM=V1,V2,... with at least two values, got {0:?}")]

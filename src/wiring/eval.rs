@@ -16,6 +16,7 @@ use crate::engine::runtime::adapters::LlmModels;
 use crate::engine::runtime::ports::ModelPort;
 use crate::eval::report::Report;
 use crate::eval::resume::RunLog;
+use crate::eval::routed::Routed;
 use crate::eval::runner::{self, EvalError, EvalParams, LiveModel, Owed};
 use crate::eval::sweep::{Sweep, SweepPoint, SweepReport};
 use crate::eval::trace::{self, Tracing};
@@ -59,7 +60,15 @@ pub async fn evaluate(params: &EvalParams) -> Result<Report, EvalError> {
                     .logged(&params.out, params.resume)
                     .map_err(|e| EvalError::Io(e.to_string()))?;
                 let traced = Arc::new(traced);
-                (world, traced.clone(), Some(traced))
+                let models: Arc<dyn ModelPort> = match &live.live_for {
+                    Some(purposes) => Arc::new(Routed {
+                        live: traced.clone(),
+                        world: world.clone(),
+                        live_for: purposes.clone(),
+                    }),
+                    None => traced.clone(),
+                };
+                (world, models, Some(traced))
             }
             None => {
                 let world = Arc::new(world);
@@ -196,5 +205,6 @@ pub fn live_model(config_file: Option<&Path>, run_wall_ms: u64) -> Result<LiveMo
         model,
         run_wall_ms,
         engine: config.engine,
+        live_for: None,
     })
 }

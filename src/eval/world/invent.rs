@@ -95,6 +95,15 @@ impl Mind<'_> {
         self.invented_call(distinct.len(), &pending[from..], tools)
     }
 
+    /// What a call makes of a pending step whose tool it is not offered (rule 10): a model
+    /// answering under the call's schema can name only offered tools, so it makes an invented
+    /// call with one of them (an offered tool no step uses, or an offered step's tool with
+    /// invented arguments); `None` when it is offered no such tool.
+    pub(super) fn unoffered(&self, pending: &[&TaskStep], tools: &[String]) -> Option<Value> {
+        let (distinct, _) = self.invented_marks();
+        self.invented_call(distinct.len(), pending, tools)
+    }
+
     /// Invented call number `n`: an offered tool no step uses, else a step's tool with
     /// arguments no fact holds (`None` when no such call exists).
     fn invented_call(&self, n: usize, pending: &[&TaskStep], tools: &[String]) -> Option<Value> {

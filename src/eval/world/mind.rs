@@ -1,7 +1,7 @@
 //! The model's side of the world: what it sees in its context and the deterministic draws it
 //! makes (rules 1 to 3 of the module documentation).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -185,6 +185,9 @@ impl Mind<'_> {
         }
         match self.pick(&pending) {
             Pick::Stop => None,
+            Pick::Step(index) if !Self::offers(tools, pending[index]) => self
+                .unoffered(&pending[index..], tools)
+                .map(|call| vec![call]),
             Pick::Step(index) => Some(self.calls_for(pending[index])),
         }
     }
@@ -206,6 +209,11 @@ impl Mind<'_> {
         let kept = &steps[..cut.unwrap_or(steps.len())];
         let mut calls = Vec::new();
         for step in kept {
+            if !self.done(step) && !Self::offers(tools, step) {
+                let from = pending.iter().position(|s| s.id == step.id).unwrap_or(0);
+                calls.extend(self.unoffered(&pending[from..], tools));
+                break;
+            }
             let later = pending.first().is_some_and(|first| first.id != step.id);
             if later
                 && !self.done(step)
@@ -224,57 +232,6 @@ impl Mind<'_> {
             Some(template) => json!(self.resolve(template)),
             None => json!("done"),
         }
-    }
-
-    fn phases(&self) -> Vec<(String, Vec<&TaskStep>)> {
-        let mut phases: Vec<(String, Vec<&TaskStep>)> = Vec::new();
-        for step in &self.task.steps {
-            match phases.iter_mut().find(|(p, _)| p == step.phase()) {
-                Some((_, steps)) => steps.push(step),
-                None => phases.push((step.phase().to_string(), vec![step])),
-            }
-        }
-        phases
-    }
-
-    /// v2's strategic answer: one milestone per phase, each checked by its last receipt; for
-    /// a goal no step serves, no milestone, or (rule 9) one for an invented call.
-    fn plan(&self, tools: &[String]) -> Value {
-        let phases = self.phases();
-        if phases.is_empty()
-            && let Some(call) = self.invented(&[], tools, Answer::List)
-        {
-            let name = call["id"].clone();
-            return json!({"milestones": [{"id": "m1", "title": "answer found",
-                "depends_on": [], "effort": 1, "tools": [call["tool"]], "outcome": "the answer",
-                "accept": {"type": "artifact", "name": name, "non_empty": true}}]});
-        }
-        let phase_of = |step: &str| {
-            self.task
-                .steps
-                .iter()
-                .find(|s| s.id == step)
-                .map(|s| s.phase().to_string())
-        };
-        let milestones: Vec<Value> = phases
-            .iter()
-            .map(|(phase, steps)| {
-                // What must happen first, as the goal and the facts say it: the milestones
-                // holding each step's prerequisites.
-                let deps: BTreeSet<String> = steps
-                    .iter()
-                    .flat_map(|s| self.task.prerequisites(s))
-                    .filter_map(|p| phase_of(&p))
-                    .filter(|p| p != phase)
-                    .collect();
-                let last = steps.last().map(|s| s.id.clone()).unwrap_or_default();
-                json!({"id": phase, "title": format!("carry out {phase}"),
-                       "depends_on": deps, "effort": steps.len(), "tools": tools,
-                       "outcome": format!("receipt done:{last}"),
-                       "accept": {"type": "artifact", "name": last, "non_empty": true}})
-            })
-            .collect();
-        json!({ "milestones": milestones })
     }
 
     /// The gate's features as a model reads them off the goal: whether it writes and how

@@ -43,6 +43,9 @@ mod judge;
 mod mind;
 mod perform;
 #[cfg(test)]
+mod plan_tests;
+mod plans;
+#[cfg(test)]
 mod scope_tests;
 pub mod slips;
 mod specs;

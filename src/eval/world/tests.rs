@@ -29,6 +29,11 @@ steps = [
     suite.tasks[0].clone()
 }
 
+/// The tools a call about the VM task offers (a call can name only offered tools).
+fn vm_tools() -> Vec<String> {
+    vec!["create_vm".into(), "run_command".into()]
+}
+
 const RECEIPTS: Receipts<'static> = Receipts {
     seed: 7,
     task: "vm",
@@ -189,18 +194,18 @@ fn with_every_step_unnamed_a_stopping_model_says_done_and_a_list_is_cut() {
         ..Default::default()
     };
     let reactive = slipping(&task, "{\"goal\": \"...\"}".into(), always);
-    let reply = reactive.reply(Purpose::Tactical, Some("reactive"), &[]);
+    let reply = reactive.reply(Purpose::Tactical, Some("reactive"), &vm_tools());
     assert_eq!(reply["done"], true, "{reply}");
-    let v1 = reactive.reply(Purpose::Strategic, Some("v1"), &[]);
+    let v1 = reactive.reply(Purpose::Strategic, Some("v1"), &vm_tools());
     assert_eq!(v1["steps"].as_array().unwrap().len(), 1, "{v1}");
     // No slips by default: the same call proposes the first step.
     let calm = mind(&task, "{\"goal\": \"...\"}".into());
     assert_eq!(
-        calm.reply(Purpose::Tactical, Some("reactive"), &[])["id"],
+        calm.reply(Purpose::Tactical, Some("reactive"), &vm_tools())["id"],
         "vm"
     );
     assert_eq!(
-        calm.reply(Purpose::Strategic, Some("v1"), &[])["steps"]
+        calm.reply(Purpose::Strategic, Some("v1"), &vm_tools())["steps"]
             .as_array()
             .unwrap()
             .len(),
@@ -234,7 +239,7 @@ fn unnamed_pending_steps_raise_the_chances_and_a_refusal_teaches_the_order() {
     };
     let skipping = slipping(&task, "{\"goal\": \"...\"}".into(), misorder);
     assert_eq!(
-        skipping.reply(Purpose::Tactical, Some("reactive"), &[])["id"],
+        skipping.reply(Purpose::Tactical, Some("reactive"), &vm_tools())["id"],
         "install"
     );
     let taught = slipping(
@@ -243,7 +248,7 @@ fn unnamed_pending_steps_raise_the_chances_and_a_refusal_teaches_the_order() {
         misorder,
     );
     assert_eq!(
-        taught.reply(Purpose::Tactical, Some("reactive"), &[])["id"],
+        taught.reply(Purpose::Tactical, Some("reactive"), &vm_tools())["id"],
         "vm"
     );
 }
