@@ -169,8 +169,7 @@ fn main() -> ExitCode {
             out,
             database_url,
             workers,
-            live: live.then_some((config, run_wall_s)),
-            live_purposes,
+            live: live.then_some((config, run_wall_s, live_purposes)),
             sweep,
             resume,
             max_runs,
@@ -209,7 +208,7 @@ fn run_sim(scenario: PathBuf, port: u16) -> ExitCode {
     }
 }
 
-/// What `cairn eval` was given; `live` holds `--config` and `--run-wall-s` when `--live` is set.
+/// What `cairn eval` was given; `live` holds `--config`, `--run-wall-s` and `--live-purposes`.
 struct EvalArgs {
     suite: PathBuf,
     strategies: String,
@@ -217,8 +216,7 @@ struct EvalArgs {
     out: PathBuf,
     database_url: Option<String>,
     workers: Option<usize>,
-    live: Option<(Option<PathBuf>, u64)>,
-    live_purposes: Option<String>,
+    live: Option<(Option<PathBuf>, u64, Option<String>)>,
     sweep: Option<cairn::eval::sweep::Sweep>,
     resume: bool,
     max_runs: Option<usize>,
@@ -233,14 +231,14 @@ fn eval(args: EvalArgs) -> ExitCode {
             .build()?;
         // The model client is built inside the runtime (its HTTP client needs one).
         let live = match &args.live {
-            Some((config, run_wall_s)) => {
+            Some((config, run_wall_s, purposes)) => {
                 let _guard = runtime.enter();
                 let mut live = cairn::wiring::eval::live_model(
                     config.as_deref(),
                     run_wall_s.saturating_mul(1000),
                 )?;
-                let purposes = args.live_purposes.as_deref();
                 live.live_for = purposes
+                    .as_deref()
                     .map(cairn::eval::routed::parse_purposes)
                     .transpose()?;
                 Some(live)
