@@ -152,15 +152,19 @@ async fn books_after_replan(stack: Stack) {
         .sum();
     let overhead = ledger["units"]["tokens"]["overhead"].as_i64().unwrap();
     let events = stack.events(&id).await;
+    // One ledger event per run of movements of one kind, each movement listed in it.
     let sources: Vec<(String, i64)> = events
         .iter()
-        .filter(|e| e["kind"] == "ledger.charge" && e["data"]["milestone"].is_null())
-        .filter(|e| e["data"]["unit"] == "tokens")
-        .map(|e| {
-            (
-                e["data"]["source"].as_str().unwrap_or_default().to_string(),
-                e["data"]["amount"].as_i64().unwrap(),
-            )
+        .filter(|e| e["kind"] == "ledger.charge")
+        .flat_map(|e| {
+            let source = e["data"]["source"].as_str().unwrap_or_default().to_string();
+            e["data"]["movements"]
+                .as_array()
+                .expect("movements")
+                .iter()
+                .filter(|m| m["milestone"].is_null() && m["unit"] == "tokens")
+                .map(move |m| (source.clone(), m["amount"].as_i64().unwrap()))
+                .collect::<Vec<_>>()
         })
         .collect();
     assert_eq!(
@@ -172,6 +176,29 @@ async fn books_after_replan(stack: Stack) {
 
     // Pre-plan spend (gate 300, strategic 1,500) is on the ledger before the allocation...
     let entries = ledger["entries"].as_array().expect("entries");
+    // Every entry is listed, in order, in exactly one `ledger.<kind>` event, and movements of
+    // one kind made together share one: the allocation of both milestones is a single event.
+    let listed: Vec<Value> = events
+        .iter()
+        .filter_map(|e| Some((e["kind"].as_str()?.strip_prefix("ledger.")?, e)))
+        .flat_map(|(kind, e)| {
+            let movements = e["data"]["movements"].as_array().expect("movements");
+            movements
+                .iter()
+                .map(|m| serde_json::json!([kind, m["milestone"], m["unit"], m["amount"]]))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let stored: Vec<Value> = entries
+        .iter()
+        .map(|e| serde_json::json!([e["kind"], e["milestone_id"], e["unit"], e["amount"]]))
+        .collect();
+    assert_eq!(listed, stored);
+    let allocations = events
+        .iter()
+        .filter(|e| e["kind"] == "ledger.allocate")
+        .count();
+    assert!(allocations < entries.iter().filter(|e| e["kind"] == "allocate").count());
     let first_allocate = entries
         .iter()
         .position(|e| e["kind"] == "allocate")

@@ -110,7 +110,9 @@ pub mod kinds {
     /// `{round, steps, done}`: one model round of the direct act loop.
     pub const DIRECT_ROUND: &str = "direct.round";
 
-    // The ledger: one event per movement, `{milestone, unit, amount, source}`.
+    // The ledger: one event per run of movements of one kind made together (an allocation,
+    // a charge, a return), `{source, movements: [{milestone, unit, amount}]}`; the ledger
+    // entries stay one per movement.
     pub const LEDGER_ALLOCATE: &str = "ledger.allocate";
     pub const LEDGER_CHARGE: &str = "ledger.charge";
     pub const LEDGER_GRANT: &str = "ledger.grant";
@@ -160,7 +162,7 @@ pub mod kinds {
         V1_LIST,
     ];
 
-    /// The event of one ledger movement.
+    /// The event of a run of ledger movements of one kind.
     pub fn ledger(kind: super::super::ledger::MovementKind) -> &'static str {
         use super::super::ledger::MovementKind;
         match kind {

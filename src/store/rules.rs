@@ -17,6 +17,13 @@ use super::{
 use crate::domain::event::kinds;
 use crate::domain::task::{Strategy, Task, TaskId, TaskStatus};
 
+/// A JSON value stored as text (SQLite's JSON columns; Postgres's checkpoint and event
+/// payloads), parsed back; text that is not JSON is a corrupt store, never a panic.
+pub(crate) fn parse_json(column: &str, text: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(text)
+        .map_err(|err| StoreError::Corrupt(format!("bad JSON in {column}: {err}")))
+}
+
 /// What a fenced commit does to the task row, beyond inserting the change's own rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct CommitEffect {

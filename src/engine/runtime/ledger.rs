@@ -10,7 +10,7 @@
 //! overhead (the goal verifier, L3 replans) is drawn from the reserve too. Spend nothing in the
 //! budget covers is [`overdrawn`]: the engine stops the task as `budget_exhausted`.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::checkpoint::{Record, Spend, TaskState};
 use crate::domain::event::kinds;
@@ -42,7 +42,10 @@ fn ledger_error(error: LedgerError) -> Halt {
     Halt::Error(EngineError::Other(format!("ledger: {error}")))
 }
 
-/// Turns movements into ledger entries and one event each (`ledger.<kind>`).
+/// Turns movements into ledger entries, one each, and every run of movements of one kind into
+/// one event (`ledger.<kind>`, `{source, movements: [{milestone, unit, amount}]}`): a plan's
+/// allocation is one event listing every milestone and unit, not one event per movement,
+/// while the entries stay one per movement, so the books replay from them alone.
 pub fn persist(movements: &[LedgerMovement], source: &str, record: &mut Record) {
     for m in movements {
         record.ledger.push(NewLedgerEntry {
@@ -51,10 +54,19 @@ pub fn persist(movements: &[LedgerMovement], source: &str, record: &mut Record) 
             unit: m.unit.as_str().to_string(),
             amount: i64::try_from(m.amount).unwrap_or(i64::MAX),
         });
+    }
+    for run in movements.chunk_by(|a, b| a.kind == b.kind) {
+        let Some(first) = run.first() else { continue };
+        let listed: Vec<Value> = run
+            .iter()
+            .map(|m| {
+                json!({"milestone": m.milestone_id, "unit": m.unit.as_str(),
+                       "amount": m.amount})
+            })
+            .collect();
         record.push(
-            kinds::ledger(m.kind),
-            json!({"milestone": m.milestone_id, "unit": m.unit.as_str(),
-                   "amount": m.amount, "source": source}),
+            kinds::ledger(first.kind),
+            json!({"source": source, "movements": listed}),
         );
     }
 }

@@ -45,7 +45,7 @@ WITH input AS ( \
 ), logged AS ( \
     INSERT INTO events (task_id, seq, kind, data, created_at) \
     SELECT m.id, m.last_seq - m.count + e.pos, e.kind, e.data, m.now \
-    FROM moved m JOIN UNNEST($12::uuid[], $13::bigint[], $14::text[], $15::jsonb[]) \
+    FROM moved m JOIN UNNEST($12::uuid[], $13::bigint[], $14::text[], $15::text[]) \
         AS e(id, pos, kind, data) ON e.id = m.id \
 ), planned AS ( \
     INSERT INTO plan_versions (task_id, version, reason, caused_by_seq, plan, created_at) \
@@ -183,7 +183,8 @@ struct EventColumns<'a> {
     ids: Vec<TaskId>,
     positions: Vec<i64>,
     kinds: Vec<&'a str>,
-    data: Vec<&'a Value>,
+    /// The payloads as JSON text (the column is `text`: migration 0007).
+    data: Vec<String>,
 }
 
 #[derive(Default)]
@@ -244,7 +245,7 @@ impl<'a> Columns<'a> {
             self.events.ids.push(id);
             self.events.positions.push(position);
             self.events.kinds.push(&event.kind);
-            self.events.data.push(&event.data);
+            self.events.data.push(event.data.to_string());
         }
         if let Some(plan) = &change.plan_version {
             self.plans.ids.push(id);

@@ -39,8 +39,8 @@ macro_rules! claim_picked {
              ), logged AS ( \
                 INSERT INTO events (task_id, seq, kind, data, created_at) \
                 SELECT id, last_seq, $4, \
-                    jsonb_build_object('worker_id', claimed_by, 'fence', fence, \
-                        'attempt', attempts, 'lease_expires_at', lease_expires_at), $2 \
+                    json_build_object('worker_id', claimed_by, 'fence', fence, \
+                        'attempt', attempts, 'lease_expires_at', lease_expires_at)::text, $2 \
                 FROM claimed \
              ) \
              SELECT ",
@@ -122,9 +122,8 @@ pub(super) async fn claim(
 
 /// The checkpoint column holds JSON text (migration 0005).
 fn checkpoint(text: Option<String>) -> Result<Option<serde_json::Value>, StoreError> {
-    text.map(|text| serde_json::from_str(&text))
+    text.map(|text| rules::parse_json("state", &text))
         .transpose()
-        .map_err(|error| StoreError::Corrupt(format!("checkpoint is not JSON: {error}")))
 }
 
 type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
@@ -254,10 +253,10 @@ async fn requeue(
             INSERT INTO events (task_id, seq, kind, data, created_at) \
             SELECT id, last_seq, $2, \
                 CASE WHEN $3::text IS NULL THEN \
-                    jsonb_build_object('worker_id', claimed_by, 'fence', fence, \
-                        'lease_expires_at', lease_expires_at) \
-                ELSE jsonb_build_object('worker_id', claimed_by, 'fence', fence, \
-                        'reason', 'owner_restarted') END, $1 \
+                    json_build_object('worker_id', claimed_by, 'fence', fence, \
+                        'lease_expires_at', lease_expires_at)::text \
+                ELSE json_build_object('worker_id', claimed_by, 'fence', fence, \
+                        'reason', 'owner_restarted')::text END, $1 \
             FROM requeued \
          ) \
          SELECT id, last_seq FROM requeued ORDER BY id",

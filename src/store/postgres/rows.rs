@@ -65,7 +65,7 @@ pub(super) fn event(row: &PgRow) -> Result<Event, StoreError> {
         task_id: row.try_get("task_id")?,
         seq: row.try_get("seq")?,
         kind: row.try_get("kind")?,
-        data: row.try_get("data")?,
+        data: rules::parse_json("data", row.try_get::<&str, _>("data")?)?,
         created_at: row.try_get("created_at")?,
     })
 }

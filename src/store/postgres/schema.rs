@@ -41,6 +41,11 @@ const MIGRATIONS: Embedded = &[
         "fewer indexes",
         include_str!("../../../migrations/postgres/0006_fewer_indexes.sql"),
     ),
+    (
+        7,
+        "event payloads as text",
+        include_str!("../../../migrations/postgres/0007_event_text.sql"),
+    ),
 ];
 
 pub(super) fn migrator() -> Migrator {

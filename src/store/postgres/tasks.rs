@@ -108,7 +108,7 @@ async fn insert_tasks(
     let rows = sqlx::query(concat!(
         "WITH input AS ( \
             SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bigint[], \
-                $6::bigint[], $7::bigint[], $8::jsonb[], $9::timestamptz[], $10::jsonb[]) \
+                $6::bigint[], $7::bigint[], $8::jsonb[], $9::timestamptz[], $10::text[]) \
                 AS i(id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, \
                     budget_wall_ms, metadata, now, event) \
          ), created AS ( \
@@ -164,7 +164,8 @@ struct NewColumns {
     wall_ms: Vec<i64>,
     metadata: Vec<Value>,
     nows: Vec<DateTime<Utc>>,
-    events: Vec<Value>,
+    /// The `task.created` payloads as JSON text (the column is `text`: migration 0007).
+    events: Vec<String>,
 }
 
 impl NewColumns {
@@ -184,7 +185,7 @@ impl NewColumns {
         self.metadata.push(new.metadata.clone());
         self.nows.push(member.now);
         self.events
-            .push(rules::created_event(new, member.by.as_deref()));
+            .push(rules::created_event(new, member.by.as_deref()).to_string());
         Ok(())
     }
 }
@@ -316,7 +317,7 @@ pub(super) async fn cancel(
     .bind(id)
     .bind(task.last_seq)
     .bind(rules::CANCELLED_EVENT)
-    .bind(rules::cancelled_event(current.status, by))
+    .bind(rules::cancelled_event(current.status, by).to_string())
     .bind(now)
     .execute(&mut *tx)
     .await?;

@@ -53,11 +53,6 @@ pub(super) fn json_text(value: &Value) -> String {
     value.to_string()
 }
 
-fn parse_json(column: &str, text: &str) -> Result<Value, StoreError> {
-    serde_json::from_str(text)
-        .map_err(|err| StoreError::Corrupt(format!("bad JSON in {column}: {err}")))
-}
-
 /// Budgets are validated far below `i64::MAX` before they reach the store; a value that does not
 /// fit is refused rather than wrapped.
 pub(super) fn budget_int(unit: &str, value: u64) -> Result<i64, StoreError> {
@@ -90,7 +85,7 @@ pub(super) fn task_from_row(row: &SqliteRow) -> Result<Task, StoreError> {
             tool_calls: budget_unit(row, "budget_tool_calls")?,
             wall_ms: budget_unit(row, "budget_wall_ms")?,
         },
-        metadata: parse_json("metadata", &metadata)?,
+        metadata: rules::parse_json("metadata", &metadata)?,
         status: rules::stored_status(&status)?,
         created_at: from_millis(row.try_get("created_at")?)?,
         updated_at: from_millis(row.try_get("updated_at")?)?,
@@ -99,7 +94,9 @@ pub(super) fn task_from_row(row: &SqliteRow) -> Result<Task, StoreError> {
         plan_version: plan_version
             .map(|v| small_int("plan_version", v))
             .transpose()?,
-        result: result.map(|text| parse_json("result", &text)).transpose()?,
+        result: result
+            .map(|text| rules::parse_json("result", &text))
+            .transpose()?,
         attempts: small_int("attempts", row.try_get("attempts")?)?,
         last_seq: row.try_get("last_seq")?,
     })
@@ -108,7 +105,8 @@ pub(super) fn task_from_row(row: &SqliteRow) -> Result<Task, StoreError> {
 /// Decodes an optional JSON column (the engine checkpoint).
 pub(super) fn opt_json(row: &SqliteRow, column: &str) -> Result<Option<Value>, StoreError> {
     let text: Option<String> = row.try_get(column)?;
-    text.map(|text| parse_json(column, &text)).transpose()
+    text.map(|text| rules::parse_json(column, &text))
+        .transpose()
 }
 
 pub(super) fn event_from_row(row: &SqliteRow) -> Result<Event, StoreError> {
@@ -116,7 +114,7 @@ pub(super) fn event_from_row(row: &SqliteRow) -> Result<Event, StoreError> {
         task_id: parse_id(&row.try_get::<String, _>("task_id")?)?,
         seq: row.try_get("seq")?,
         kind: row.try_get("kind")?,
-        data: parse_json("data", &row.try_get::<String, _>("data")?)?,
+        data: rules::parse_json("data", &row.try_get::<String, _>("data")?)?,
         created_at: from_millis(row.try_get("created_at")?)?,
     })
 }
@@ -127,7 +125,7 @@ pub(super) fn plan_version_from_row(row: &SqliteRow) -> Result<PlanVersionRecord
         version: small_int("version", row.try_get("version")?)?,
         reason: row.try_get("reason")?,
         caused_by_seq: row.try_get("caused_by_seq")?,
-        plan: parse_json("plan", &row.try_get::<String, _>("plan")?)?,
+        plan: rules::parse_json("plan", &row.try_get::<String, _>("plan")?)?,
         created_at: from_millis(row.try_get("created_at")?)?,
     })
 }
@@ -149,7 +147,7 @@ pub(super) fn artifact_from_row(row: &SqliteRow) -> Result<Artifact, StoreError>
         task_id: parse_id(&row.try_get::<String, _>("task_id")?)?,
         milestone_id: row.try_get("milestone_id")?,
         name: row.try_get("name")?,
-        value: parse_json("value", &row.try_get::<String, _>("value")?)?,
+        value: rules::parse_json("value", &row.try_get::<String, _>("value")?)?,
         created_at: from_millis(row.try_get("created_at")?)?,
     })
 }
@@ -159,7 +157,7 @@ pub(super) fn receipt_from_row(row: &SqliteRow) -> Result<ToolReceipt, StoreErro
         idempotency_key: row.try_get("idempotency_key")?,
         task_id: parse_id(&row.try_get::<String, _>("task_id")?)?,
         tool: row.try_get("tool")?,
-        response: parse_json("response", &row.try_get::<String, _>("response")?)?,
+        response: rules::parse_json("response", &row.try_get::<String, _>("response")?)?,
         created_at: from_millis(row.try_get("created_at")?)?,
     })
 }
