@@ -1,6 +1,7 @@
 //! The evaluation's suite files and the simulated world's rules, checked directly: the default
-//! suite's coverage, load-time validation, and the knowledge rule (a fact in context is known,
-//! otherwise a seeded guess that is the same whichever strategy asks).
+//! suite's coverage, load-time validation, the knowledge rule (a fact in context is known,
+//! otherwise a seeded guess that is the same whichever strategy asks), and the world's tools
+//! behind receipts.
 // Test code: a failed set-up is a failed test, and it may read the wall clock.
 #![allow(
     clippy::unwrap_used,
@@ -16,6 +17,7 @@ use std::sync::Arc;
 
 use cairn::domain::task::{DEFAULT_TENANT, NewTask, Strategy};
 use cairn::engine::runtime::ports::{ModelCall, ModelPort, Purpose, Repeat, ToolCall, ToolPort};
+use cairn::engine::runtime::receipted::Receipted;
 use cairn::eval::suite::{Category, Suite, SuiteError};
 use cairn::eval::world::{META_KEY, StepJudged, Verdict, World};
 use cairn::store::Store;
@@ -240,6 +242,44 @@ async fn a_real_answer_is_judged_against_the_ground_truth_as_it_stands() {
     assert_eq!(calibration.calls, 5);
     assert_eq!(calibration.kinds[0].kind, "tactical/reactive");
     assert_eq!(calibration.kinds[0].stop, 1);
+}
+
+/// In an evaluation the world's tools sit behind the receipts a deployment's tool client keeps
+/// (`cairn::wiring::eval`): a repair that lists a done write again gets the first answer, and
+/// the world performs the write once; a read, or a write with other arguments, reaches it.
+#[tokio::test]
+async fn behind_receipts_the_world_performs_an_identical_write_once() {
+    let (_file, store, world, id) = world().await;
+    let world = Arc::new(world);
+    let receipts: Arc<dyn cairn::tools::ReceiptStore> =
+        Arc::new(cairn::tools::StoreReceipts(store.clone()));
+    let tools = Receipted::new(world.clone(), receipts, Arc::new(cairn::clock::SystemClock));
+    let call = |tool: &str, args: Value| ToolCall {
+        task_id: id,
+        tool: tool.into(),
+        args,
+        repeat: Repeat::Nth(0),
+    };
+    for _ in 0..2 {
+        let found = tools.call(call("search", json!({"q": "bug"}))).await;
+        assert_eq!(found.expect("search").error, None);
+    }
+    let patch = json!({"path": "src/hidden_module.rs"});
+    let first = tools.call(call("edit", patch.clone())).await.expect("edit");
+    assert_eq!(first.error, None, "{first:?}");
+    let again = tools.call(call("edit", patch)).await.expect("edit again");
+    assert_eq!(again, first);
+    let state = world.task_world(id);
+    assert_eq!(
+        state.tool_calls, 3,
+        "two reads and one write reached the world"
+    );
+    assert_eq!(state.performed.get("patch"), Some(&1));
+    assert_eq!(state.repeated_side_effects, 0);
+    // The same write straight to the world (what an evaluation did before): performed twice.
+    let direct = world.call(call("edit", json!({"path": "src/hidden_module.rs"})));
+    assert_eq!(direct.await.expect("direct").error, None);
+    assert_eq!(world.task_world(id).repeated_side_effects, 1);
 }
 
 /// v2 offers writers only to a goal that reads as a change (`engine::v2::permit`). Every task of

@@ -30,6 +30,12 @@ pub struct RunsMeta {
     /// The engine settings the runs used.
     #[serde(default)]
     pub engine: serde_json::Value,
+    /// Whether the world's tools answered an identical side-effecting call from its first
+    /// receipt, as a deployment's tool client does (`crate::engine::runtime::receipted`).
+    /// Runs recorded before that (2026-12-04) did not: every repeat reached the world, and a
+    /// resume of them goes on without receipts, so one experiment stays one experiment.
+    #[serde(default)]
+    pub tool_receipts: bool,
 }
 
 /// The world settings only the simulated model's answers read (`crate::eval::world::mind`):
@@ -58,6 +64,7 @@ impl RunsMeta {
             && self.simulated == other.simulated
             && self.prompts == other.prompts
             && same_engine(&self.engine, &other.engine)
+            && self.tool_receipts == other.tool_receipts
             && world(self) == world(other)
     }
 }
@@ -98,6 +105,22 @@ fn io(error: std::io::Error) -> EvalError {
 }
 
 impl RunLog {
+    /// What `out` records of the experiment a resume would go on with: `None` when it holds no
+    /// run log.
+    pub fn recorded(out: &Path) -> Result<Option<RunsMeta>, EvalError> {
+        if !out.join("runs.jsonl").exists() {
+            return Ok(None);
+        }
+        let meta_path = out.join("runs.meta.json");
+        std::fs::read(&meta_path)
+            .map_err(io)
+            .and_then(|bytes| {
+                serde_json::from_slice(&bytes).map_err(|e| EvalError::Io(e.to_string()))
+            })
+            .map(Some)
+            .map_err(|e| EvalError::Io(format!("{}: {e}", meta_path.display())))
+    }
+
     /// Opens `out/runs.jsonl`. Fresh (`resume == false`) truncates it and writes `meta`;
     /// resuming checks `meta` against the recorded one and returns the runs already finished.
     pub fn open(
@@ -108,23 +131,19 @@ impl RunLog {
         let path = out.join("runs.jsonl");
         let meta_path = out.join("runs.meta.json");
         let mut done = Vec::new();
-        if resume && path.exists() {
-            let recorded: RunsMeta = std::fs::read(&meta_path)
-                .map_err(io)
-                .and_then(|bytes| {
-                    serde_json::from_slice(&bytes).map_err(|e| EvalError::Io(e.to_string()))
-                })
-                .map_err(|e| EvalError::Io(format!("{}: {e}", meta_path.display())))?;
+        let recorded = if resume { Self::recorded(out)? } else { None };
+        if let Some(recorded) = recorded {
             if !recorded.same_experiment(meta) {
                 return Err(EvalError::Resume(format!(
                     "{} holds runs of another experiment (suite {:?}, model {:?}, {} prompts, \
-                     simulated {}, world {}); resume only with the same suite, world, engine settings, \
-                     model and prompts, or use a new --out",
+                     simulated {}, tool receipts {}, world {}); resume only with the same suite, \
+                     world, engine settings, model, prompts and tool receipts, or use a new --out",
                     out.display(),
                     recorded.suite,
                     recorded.model,
                     recorded.prompts.len(),
                     recorded.simulated,
+                    recorded.tool_receipts,
                     recorded.world
                 )));
             }
@@ -223,6 +242,7 @@ mod tests {
             prompts: vec!["tactical@1".into()],
             world: serde_json::json!({"seed": 7}),
             engine: serde_json::json!({"max_parallel": 4}),
+            tool_receipts: true,
         }
     }
 
@@ -265,6 +285,14 @@ mod tests {
             refused.to_string().contains("another experiment"),
             "{refused}"
         );
+
+        // Runs recorded before the world's tools had receipts (no such key) are another
+        // experiment for a build that has them.
+        let mut before: serde_json::Value = serde_json::to_value(meta()).unwrap();
+        before.as_object_mut().unwrap().remove("tool_receipts");
+        let before: RunsMeta = serde_json::from_value(before).unwrap();
+        assert!(!before.tool_receipts);
+        assert!(!before.same_experiment(&meta()));
 
         // Not resuming starts over.
         let (_, done) = RunLog::open(dir.path(), &other, false).unwrap();

@@ -168,8 +168,9 @@ pub async fn open_store(params: &EvalParams) -> Result<Arc<dyn Store>, EvalError
     Ok(store)
 }
 
-/// What makes this evaluation's runs one experiment (see [`super::resume`]).
-pub fn runs_meta(params: &EvalParams, suite: &Suite) -> RunsMeta {
+/// What makes this evaluation's runs one experiment (see [`super::resume`]); `tool_receipts`:
+/// whether the world's tools are behind receipts ([`tool_receipts`]).
+pub fn runs_meta(params: &EvalParams, suite: &Suite, tool_receipts: bool) -> RunsMeta {
     RunsMeta {
         suite: suite.name.clone(),
         model: model_name(params),
@@ -177,7 +178,17 @@ pub fn runs_meta(params: &EvalParams, suite: &Suite) -> RunsMeta {
         prompts: prompts::ALL.iter().map(|p| p.version()).collect(),
         world: serde_json::to_value(&suite.world).unwrap_or_default(),
         engine: serde_json::to_value(params.engine_settings()).unwrap_or_default(),
+        tool_receipts,
     }
+}
+
+/// Whether this evaluation puts the world's tools behind receipts: always, except when it
+/// resumes runs recorded before they were (which go on as they began).
+pub fn tool_receipts(params: &EvalParams) -> Result<bool, EvalError> {
+    if !params.resume {
+        return Ok(true);
+    }
+    Ok(RunLog::recorded(&params.out)?.is_none_or(|meta| meta.tool_receipts))
 }
 
 fn model_name(params: &EvalParams) -> String {

@@ -1,6 +1,6 @@
 //! `cairn eval` composed: the matrix through the real service path (store, worker pool, the one
-//! engine dispatch, HTTP), with the simulated world as every strategy's tools and, unless the
-//! run is live, its model.
+//! engine dispatch, HTTP), with the simulated world as every strategy's tools (behind the
+//! receipts a deployment's tool client keeps) and, unless the run is live, its model.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,7 +13,8 @@ use crate::engine::baselines::BaselineConfig;
 use crate::engine::dispatch::{Dispatch, Engines};
 use crate::engine::rollout::Rollout;
 use crate::engine::runtime::adapters::LlmModels;
-use crate::engine::runtime::ports::ModelPort;
+use crate::engine::runtime::ports::{ModelPort, ToolPort};
+use crate::engine::runtime::receipted::Receipted;
 use crate::eval::report::Report;
 use crate::eval::resume::RunLog;
 use crate::eval::routed::Routed;
@@ -23,16 +24,21 @@ use crate::eval::trace::{self, Tracing};
 use crate::eval::world::World;
 use crate::http::{AppState, HttpSettings};
 use crate::llm::{Endpoints, LlmClient, LlmError, Purpose};
+use crate::tools::{ReceiptStore, StoreReceipts};
 use crate::worker::{PoolParams, WorkerPool};
 
-/// The dispatch of an evaluation: every strategy's engine over the world. The world is its
-/// own sandbox, so shadow copies (none are submitted) would run over it too; `auto` always
-/// goes through the gate and v2 (rollout 100%).
-pub fn matrix(world: Arc<World>, models: Arc<dyn ModelPort>, settings: EngineSettings) -> Dispatch {
+/// The dispatch of an evaluation: every strategy's engine over the world's `tools`. The world
+/// is its own sandbox, so shadow copies (none are submitted) would run over it too; `auto`
+/// always goes through the gate and v2 (rollout 100%).
+pub fn matrix(
+    tools: Arc<dyn ToolPort>,
+    models: Arc<dyn ModelPort>,
+    settings: EngineSettings,
+) -> Dispatch {
     let engines = || {
         Engines::new(
             models.clone(),
-            world.clone(),
+            tools.clone(),
             settings.clone(),
             BaselineConfig::default(),
         )
@@ -45,9 +51,10 @@ pub async fn evaluate(params: &EvalParams) -> Result<Report, EvalError> {
     let suite = runner::load_suite(params)?;
     std::fs::create_dir_all(&params.out).map_err(|e| EvalError::Io(e.to_string()))?;
     let store = runner::open_store(params).await?;
+    let receipted = runner::tool_receipts(params)?;
     let (log, done) = RunLog::open(
         &params.out,
-        &runner::runs_meta(params, &suite),
+        &runner::runs_meta(params, &suite, receipted),
         params.resume,
     )?;
     let world = World::new(Arc::new(suite.clone()), store.clone());
@@ -76,9 +83,18 @@ pub async fn evaluate(params: &EvalParams) -> Result<Report, EvalError> {
             }
         };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    // The world's tools behind the receipts a deployment's tool client keeps: an identical
+    // side-effecting call (a repair or replan re-listing a done write) is performed once.
+    // Runs recorded before that go on without them.
+    let tools: Arc<dyn ToolPort> = if receipted {
+        let receipts: Arc<dyn ReceiptStore> = Arc::new(StoreReceipts(store.clone()));
+        Arc::new(Receipted::new(world.clone(), receipts, clock.clone()))
+    } else {
+        world.clone()
+    };
     let pool = WorkerPool::start(PoolParams {
         store: store.clone(),
-        engine: Arc::new(matrix(world.clone(), models, params.engine_settings())),
+        engine: Arc::new(matrix(tools, models, params.engine_settings())),
         clock: clock.clone(),
         worker_id: "cairn-eval".into(),
         workers: params.workers.max(1),

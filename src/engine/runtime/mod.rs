@@ -2,7 +2,8 @@
 //!
 //! - [`ports`]: the engine's two doors to the outside ([`ports::ModelPort`], [`ports::ToolPort`]);
 //!   [`adapters`] put them over the real LLM and tool clients, [`sandbox`] over the sandboxed
-//!   tools of a shadow run.
+//!   tools of a shadow run, [`receipted`] puts the tool client's receipts in front of any
+//!   other tool port (the evaluation's world).
 //! - [`checkpoint`]: the task's resumable state and the [`checkpoint::Journal`], the one door
 //!   through which a transition (state + events + ledger + artifacts + plan version) is
 //!   committed, fenced, in one transaction ([`journal`]: transitions with nothing external
@@ -18,5 +19,6 @@ pub mod checkpoint;
 pub mod journal;
 pub mod ledger;
 pub mod ports;
+pub mod receipted;
 pub mod sandbox;
 pub mod turns;
