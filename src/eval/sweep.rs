@@ -29,13 +29,15 @@ pub enum WorldParam {
     InventRepeat,
     InventMoveIdle,
     InventMoveBase,
+    InventStated,
+    InventDone,
     InventLater,
     PlanToolMiss,
     PlanAcceptMiss,
 }
 
 impl WorldParam {
-    pub const ALL: [WorldParam; 17] = [
+    pub const ALL: [WorldParam; 19] = [
         WorldParam::GuessSuccess,
         WorldParam::GateNoise,
         WorldParam::Seed,
@@ -50,6 +52,8 @@ impl WorldParam {
         WorldParam::InventRepeat,
         WorldParam::InventMoveIdle,
         WorldParam::InventMoveBase,
+        WorldParam::InventStated,
+        WorldParam::InventDone,
         WorldParam::InventLater,
         WorldParam::PlanToolMiss,
         WorldParam::PlanAcceptMiss,
@@ -71,6 +75,8 @@ impl WorldParam {
             WorldParam::InventRepeat => "invent_repeat",
             WorldParam::InventMoveIdle => "invent_move_idle",
             WorldParam::InventMoveBase => "invent_move_base",
+            WorldParam::InventStated => "invent_stated",
+            WorldParam::InventDone => "invent_done",
             WorldParam::InventLater => "invent_later",
             WorldParam::PlanToolMiss => "plan_tool_miss",
             WorldParam::PlanAcceptMiss => "plan_accept_miss",
@@ -111,6 +117,8 @@ impl WorldParam {
             WorldParam::InventRepeat => settings.slips.invent_repeat = probability()?,
             WorldParam::InventMoveIdle => settings.slips.invent_move_idle = Some(probability()?),
             WorldParam::InventMoveBase => settings.slips.invent_move_base = Some(probability()?),
+            WorldParam::InventStated => settings.slips.invent_stated = Some(probability()?),
+            WorldParam::InventDone => settings.slips.invent_done = Some(probability()?),
             WorldParam::InventLater => settings.slips.invent_later = probability()?,
             WorldParam::PlanToolMiss => settings.slips.plan_tool_miss = probability()?,
             WorldParam::PlanAcceptMiss => settings.slips.plan_accept_miss = probability()?,
@@ -139,7 +147,7 @@ pub enum SweepError {
         "--sweep: unknown world parameter {0:?} (use guess_success, gate_noise, seed, \
          tokens_per_call, chars_per_token, stop_base, stop_per_unwritten, stop_per_kchar, \
          misorder_per_unwritten, invent_idle, invent_base, invent_repeat, invent_move_idle, \
-         invent_move_base, invent_later, plan_tool_miss or plan_accept_miss)"
+         invent_move_base, invent_stated, invent_done, invent_later, plan_tool_miss or plan_accept_miss)"
     )]
     Param(String),
     #[error("--sweep: expected PARAM=V1,V2,... with at least two values, got {0:?}")]

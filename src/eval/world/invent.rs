@@ -12,7 +12,12 @@
 //!   (instead of answering) and `invent_base` when steps are pending (instead of the next),
 //!   or, for a call asked for one move of an act loop rather than a list of steps,
 //!   `invent_move_idle` and `invent_move_base` where the suite sets them (the real model
-//!   invents far less in a single move: docs/evaluation.md).
+//!   invents far less in a single move: docs/evaluation.md); and where the suite sets
+//!   `invent_stated`, a call whose next step's arguments are all written in its input (the
+//!   goal states them, or an output it was shown holds them) invents at that rate instead,
+//!   lists and moves alike (the real model gets such a call right far more often), and where
+//!   it sets `invent_done`, a call with nothing pending because its steps are done (not a
+//!   question that needs none) makes a needless call at that rate instead of answering.
 //!
 //! - in a list whose first call was not invented, each later pending step is replaced by an
 //!   invented call with probability `invent_later`, and the list ends there (a list that
@@ -32,8 +37,8 @@ use serde_json::{Map, Value, json};
 
 use super::LOCATE;
 use super::mind::Mind;
-use crate::eval::slip_rates::Answer;
-use crate::eval::suite::TaskStep;
+use crate::eval::slip_rates::{Answer, Fresh};
+use crate::eval::suite::{TaskStep, fact_refs};
 
 const MARKER: &str = "invented-";
 
@@ -69,11 +74,34 @@ impl Mind<'_> {
         {
             return self.invented_call(*last, pending, tools);
         }
-        let rate = self.slips.invent(pending.is_empty(), answer);
+        let fresh = match pending.first() {
+            None if self.task.steps.is_empty() => Fresh::Idle,
+            None => Fresh::Done,
+            Some(step) if self.stated(step) => Fresh::Stated,
+            Some(_) => Fresh::Pending,
+        };
+        let rate = self.slips.invent(fresh, answer);
         if rate > 0.0 && self.draw(&format!("slip-invent-{seen}"), progress) < rate {
             return self.invented_call(distinct.len(), pending, tools);
         }
         None
+    }
+
+    /// Whether every argument of `step` is written in the call's input: a literal argument as
+    /// it stands (the goal states it), an argument built from facts by the facts' values (an
+    /// output the call was shown holds them). Rule 9's `invent_stated` applies to such a step.
+    fn stated(&self, step: &TaskStep) -> bool {
+        step.args.values().all(|template| {
+            let facts = fact_refs(template);
+            if facts.is_empty() {
+                return self.context.contains(template.as_str());
+            }
+            facts.iter().all(|fact| {
+                self.facts
+                    .get(fact)
+                    .is_some_and(|truth| !truth.is_empty() && self.context.contains(truth.as_str()))
+            })
+        })
     }
 
     /// The invented call a list makes in place of `step`, a later pending step, if any.

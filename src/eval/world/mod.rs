@@ -50,6 +50,8 @@ mod scope_tests;
 pub mod slips;
 mod specs;
 #[cfg(test)]
+mod stated_tests;
+#[cfg(test)]
 mod tests;
 
 pub use judge::{Judged, StepJudged, Verdict};
