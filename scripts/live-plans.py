@@ -42,12 +42,15 @@ def named(leaf):
 
 def check_of(milestone, steps):
     """Whether a milestone's check can pass in the world. The world names a step's artifact
-    by the step's id and no world tool answers with an exit code, so: an artifact or schema
-    leaf passes only if it names some step (`names_step`), and, stricter, a step whose tool
-    this milestone is granted (`reachable`: a milestone's check reads its own artifacts
-    only); a command leaf never passes; a verifier leaf is left to the verifier model."""
+    by the step's id and, since 2026-12-04, by its tool's name too (the artifact a tool
+    declares under `[world] declare_artifacts`; none of the plans read before named one), and
+    no world tool answers with an exit code, so: an artifact or schema leaf passes only if it
+    names some step or a step's tool (`names_step`), and, stricter, one whose tool this
+    milestone is granted (`reachable`: a milestone's check reads its own artifacts only); a
+    command leaf never passes; a verifier leaf is left to the verifier model."""
     tools = set(milestone.get("tools") or [])
     ids = {s["id"]: s["tool"] for s in steps}
+    ids.update({s["tool"]: s["tool"] for s in steps})
     found = leaves(milestone.get("accept"))
 
     def passes(leaf, strict):

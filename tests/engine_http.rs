@@ -269,3 +269,41 @@ async fn the_gate_sends_a_one_tool_question_direct_once_its_kind_has_a_record() 
     assert_eq!(gate["direct_failed"], serde_json::json!([]));
     stack.stop().await;
 }
+
+/// Tools that declare their artifacts: a plan whose check names an artifact none of its
+/// milestone's tools produces is refused before anything runs, the refusal names what they do
+/// produce, and the planner's next plan, checked by a declared artifact, runs to a verified end.
+#[tokio::test]
+async fn a_check_naming_an_artifact_its_tools_do_not_produce_is_refused_then_fixed() {
+    let stack = Stack::start("declared_artifacts.json").await;
+    let id = stack
+        .submit(
+            "Find the deployed version of billing and announce it",
+            "v2",
+            50_000,
+        )
+        .await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    assert_eq!(task["result"]["verified"], true, "{task:#}");
+    let events = stack.events(&id).await;
+    let refused: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "plan.refused")
+        .collect();
+    assert_eq!(refused.len(), 1, "{events:#?}");
+    let reason = refused[0]["data"].to_string();
+    assert!(
+        reason.contains("names artifact \\\"note\\\", which none of its tools produces")
+            && reason.contains("they produce: version"),
+        "{reason}"
+    );
+    let accepted: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "plan.accepted")
+        .collect();
+    assert_eq!(accepted.len(), 1, "{events:#?}");
+    // The refused proposal never became a plan version: the one version is the fixed plan.
+    assert_eq!(task["plan_version"], 1, "{task:#}");
+    assert_eq!(task["result"]["passed"], serde_json::json!(["m1", "m2"]));
+}

@@ -73,6 +73,7 @@ fn spec(name: &str, real: &str, side_effects: bool, sandbox: Option<&str>) -> To
         url: format!("{real}/{name}"),
         timeout_ms: 5_000,
         side_effects,
+        artifacts: Vec::new(),
         idempotent: true,
         sandbox_url: sandbox.map(|s| format!("{s}/{name}")),
         simulated: false,

@@ -157,6 +157,7 @@ impl ToolPort for NoopTools {
             schema: json!({"type": "object", "required": ["i"],
                            "properties": {"i": {"type": "integer", "minimum": 0}}}),
             side_effects: false,
+            artifacts: Vec::new(),
         }]
     }
 

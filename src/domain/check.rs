@@ -114,6 +114,18 @@ impl Check {
         matches!(self, Check::Command { .. } | Check::Verifier { .. })
     }
 
+    /// Artifacts named by `artifact` and `schema` leaves, for the declared-artifacts rule.
+    pub fn artifact_names(&self) -> Vec<&str> {
+        self.leaves()
+            .into_iter()
+            .filter_map(|leaf| match leaf {
+                Check::Artifact { name, .. } => Some(name.as_str()),
+                Check::Schema { artifact, .. } => Some(artifact.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Runner tools named by `command` leaves, for the registered-tools rule.
     pub fn command_tools(&self) -> Vec<&str> {
         self.leaves()

@@ -15,8 +15,11 @@ use super::plan::{Milestone, Plan, Step};
 
 #[path = "validate_carry.rs"]
 mod carry;
+#[path = "validate_known.rs"]
+mod known;
 
 pub use carry::carry_over;
+pub use known::KnownTools;
 
 /// Longest text (ids, messages) echoed back inside an error.
 const SHORT: usize = 120;
@@ -26,33 +29,6 @@ pub fn short(text: &str) -> String {
     match text.char_indices().nth(SHORT) {
         Some((cut, _)) => format!("{}...", &text[..cut]),
         None => text.to_string(),
-    }
-}
-
-/// The names of the tools an operator registered. Planners may only use these.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct KnownTools {
-    names: BTreeSet<String>,
-}
-
-impl KnownTools {
-    pub fn new<I, S>(names: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        Self {
-            names: names.into_iter().map(Into::into).collect(),
-        }
-    }
-
-    pub fn contains(&self, name: &str) -> bool {
-        self.names.contains(name)
-    }
-
-    /// Up to ten names, for an error message that tells the planner what it may use.
-    fn sample(&self) -> Vec<String> {
-        self.names.iter().take(10).cloned().collect()
     }
 }
 
@@ -122,6 +98,16 @@ pub enum PlanError {
         milestone: String,
         tool: String,
         registered: Vec<String>,
+    },
+    #[error(
+        "milestone {milestone}'s check names artifact {artifact:?}, which none of its tools produces; they produce: {}",
+        .produced.join(", ")
+    )]
+    UndeclaredArtifact {
+        milestone: String,
+        artifact: String,
+        /// What the milestone's tools declare they produce.
+        produced: Vec<String>,
     },
     #[error("finished milestone {milestone} was dropped; keep it unchanged in the new plan")]
     DroppedDoneMilestone { milestone: String },
@@ -260,6 +246,15 @@ fn milestone_errors(
             milestone: id.clone(),
             reason,
         });
+    }
+    for artifact in m.accept.artifact_names() {
+        if let Some(produced) = tools.undeclared(artifact, &m.tools) {
+            errors.push(PlanError::UndeclaredArtifact {
+                milestone: id.clone(),
+                artifact: short(artifact),
+                produced,
+            });
+        }
     }
     for tool in m.accept.command_tools() {
         if !tool.trim().is_empty() && !tools.contains(tool) {

@@ -319,3 +319,39 @@ fn replans_that_drop_or_rewrite_finished_work_are_refused() {
         "finished milestone m1 changed its title; keep it unchanged in the new plan"
     );
 }
+
+#[test]
+fn a_check_may_name_only_an_artifact_its_milestones_tools_declare() {
+    let declared = || {
+        tools().with_artifacts([
+            ("search".to_string(), vec!["hits".to_string()]),
+            ("edit_file".to_string(), vec!["diff".to_string()]),
+        ])
+    };
+    let checked = |tools: &[&str], name: &str| {
+        plan(vec![
+            json!({"id": "m1", "title": "t", "depends_on": [], "effort": 1,
+            "tools": tools, "accept": {"type": "all", "checks": [
+                {"type": "schema", "artifact": name, "schema": {"type": "object"}}]}}),
+        ])
+    };
+    assert_eq!(validate(&checked(&["search"], "hits"), &declared()), Ok(()));
+    // Another milestone's tool produces it, not this one's: refused, with what it may name.
+    let refused = validate(&checked(&["search"], "diff"), &declared()).unwrap_err();
+    assert_eq!(
+        refused,
+        vec![PlanError::UndeclaredArtifact {
+            milestone: "m1".into(),
+            artifact: "diff".into(),
+            produced: vec!["hits".into()],
+        }]
+    );
+    assert!(refused[0].to_string().contains("they produce: hits"));
+    // A granted tool that declares nothing may produce anything: nothing is refused.
+    assert_eq!(
+        validate(&checked(&["search", "run"], "x"), &declared()),
+        Ok(())
+    );
+    // No tool declares: any name, as before.
+    assert_eq!(validate(&checked(&["search"], "x"), &tools()), Ok(()));
+}

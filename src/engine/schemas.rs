@@ -31,6 +31,11 @@ pub fn gate() -> Value {
 pub fn strategic(tools: &[&ToolSpec]) -> Value {
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     let runners = runners(tools);
+    let declared = declared_artifacts(tools);
+    let shapes = Shapes {
+        runners: &runners,
+        artifacts: &declared,
+    };
     json!({
         "type": "object",
         "properties": {
@@ -48,7 +53,7 @@ pub fn strategic(tools: &[&ToolSpec]) -> Value {
                         "tools": {"type": "array", "maxItems": names.len().max(1),
                                   "items": one_of_names(&names)},
                         "outcome": {"type": "string", "maxLength": 200},
-                        "accept": check(&runners, true)
+                        "accept": check(&shapes, true)
                     },
                     "required": ["id", "title", "depends_on", "effort", "tools", "outcome", "accept"],
                     "additionalProperties": false
@@ -79,16 +84,39 @@ fn runners<'a>(tools: &[&'a ToolSpec]) -> Vec<&'a str> {
         .collect()
 }
 
+/// The artifact names any of `tools` declares, sorted and distinct: when there are some, a
+/// check names one of them (plan validation then holds each milestone to its own tools').
+fn declared_artifacts<'a>(tools: &[&'a ToolSpec]) -> Vec<&'a str> {
+    let names: std::collections::BTreeSet<&str> = tools
+        .iter()
+        .flat_map(|t| t.artifacts.iter().map(String::as_str))
+        .collect();
+    names.into_iter().collect()
+}
+
+/// What the check shapes may name: the runner tools a `command` check calls, and the declared
+/// artifacts (empty: any name).
+struct Shapes<'a> {
+    runners: &'a [&'a str],
+    artifacts: &'a [&'a str],
+}
+
 /// The check shapes (`domain::check::Check`); `all` nests one level; `command` only over
-/// `runners`.
-fn check(runners: &[&str], nest: bool) -> Value {
+/// `runners`; artifact names only among the declared ones when tools declare any.
+fn check(may: &Shapes, nest: bool) -> Value {
+    let runners = may.runners;
+    let artifact = if may.artifacts.is_empty() {
+        json!({"type": "string", "minLength": 1, "maxLength": 60})
+    } else {
+        json!({"type": "string", "enum": may.artifacts})
+    };
     let mut shapes = vec![
         json!({"type": "object", "properties": {
-            "type": {"const": "artifact"}, "name": {"type": "string", "minLength": 1, "maxLength": 60},
+            "type": {"const": "artifact"}, "name": artifact,
             "non_empty": {"type": "boolean"}},
             "required": ["type", "name"], "additionalProperties": false}),
         json!({"type": "object", "properties": {
-            "type": {"const": "schema"}, "artifact": {"type": "string", "minLength": 1, "maxLength": 60},
+            "type": {"const": "schema"}, "artifact": artifact,
             // A small schema the planner can write in a few tokens: the value's type and the
             // fields it must have (a free-form schema lets a small model write without end).
             "schema": {"type": "object", "properties": {
@@ -112,7 +140,7 @@ fn check(runners: &[&str], nest: bool) -> Value {
         shapes.push(json!({"type": "object", "properties": {
             "type": {"const": "all"},
             "checks": {"type": "array", "minItems": 1, "maxItems": 4,
-                       "items": check(runners, false)}},
+                       "items": check(may, false)}},
             "required": ["type", "checks"], "additionalProperties": false}));
     }
     json!({"oneOf": shapes})

@@ -19,6 +19,7 @@ fn tools() -> Vec<ToolSpec> {
                            "properties": {"query": {"type": "string", "minLength": 1}},
                            "additionalProperties": false}),
             side_effects: false,
+            artifacts: Vec::new(),
         },
         ToolSpec {
             name: "write_note".into(),
@@ -28,6 +29,7 @@ fn tools() -> Vec<ToolSpec> {
                                           "text": {"type": "string"}},
                            "additionalProperties": false}),
             side_effects: true,
+            artifacts: Vec::new(),
         },
     ]
 }
@@ -193,6 +195,7 @@ fn command_checks_are_offered_only_over_runner_tools() {
         description: "Runs a command; answers its exit code.".into(),
         schema: json!({"type": "object"}),
         side_effects: true,
+        artifacts: Vec::new(),
     });
     let refs: Vec<&ToolSpec> = with_runner.iter().collect();
     let make_test = json!({"type": "command", "tool": "run", "args": {"cmd": "make test"},
@@ -201,4 +204,34 @@ fn command_checks_are_offered_only_over_runner_tools() {
     // The last direct round offers only the answer.
     valid(&direct(&[]), &json!({"done": true, "answer": "Paris"})).expect("an answer");
     assert!(valid(&direct(&[]), &example(&prompts::DIRECT, 0)).is_err());
+}
+
+#[test]
+fn declared_artifacts_are_the_only_names_a_plans_check_may_use() {
+    let plan = |accept: Value| {
+        json!({"milestones": [{"id": "m1", "title": "t", "depends_on": [], "effort": 1,
+                               "tools": ["lookup"], "outcome": "o", "accept": accept}]})
+    };
+    let version = json!({"type": "artifact", "name": "version", "non_empty": true});
+    let findings = json!({"type": "schema", "artifact": "findings",
+                          "schema": {"type": "object"}});
+    // Undeclared: any name, as a model wrote it.
+    let specs = tools();
+    let refs: Vec<&ToolSpec> = specs.iter().collect();
+    valid(&strategic(&refs), &plan(version.clone())).expect("any name");
+    // Declared: only the declared names, in artifact and schema checks alike.
+    let mut declaring = tools();
+    declaring[0].artifacts = vec!["findings".into()];
+    declaring[1].artifacts = vec!["note".into()];
+    let refs: Vec<&ToolSpec> = declaring.iter().collect();
+    let schema = strategic(&refs);
+    assert!(valid(&schema, &plan(version)).is_err());
+    valid(&schema, &plan(findings.clone())).expect("a declared name");
+    let plan = Plan::from_value(&plan(findings), 10).expect("parses");
+    let known = KnownTools::new(["lookup", "write_note"]).with_artifacts(
+        declaring
+            .iter()
+            .map(|t| (t.name.clone(), t.artifacts.clone())),
+    );
+    assert_eq!(validate(&plan, &known), Ok(()));
 }

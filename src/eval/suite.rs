@@ -61,6 +61,11 @@ pub struct WorldSettings {
     /// Rule 8: a model losing track (`[world.slips]`; none by default).
     #[serde(default)]
     pub slips: SlipRates,
+    /// Whether the world's tools declare the artifacts they produce, as an operator may
+    /// (`artifacts` of a registered tool): each declares one, named after the tool, which its
+    /// answers carry beside the step's own. Off by default.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub declare_artifacts: bool,
 }
 
 fn default_seed() -> u64 {
@@ -88,6 +93,7 @@ impl Default for WorldSettings {
             chars_per_token: default_chars(),
             gate_noise: default_gate_noise(),
             slips: Default::default(),
+            declare_artifacts: false,
         }
     }
 }

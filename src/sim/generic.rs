@@ -36,6 +36,7 @@ pub fn tools() -> Vec<SimTool> {
             }),
             side_effects: false,
             idempotent: true,
+            artifacts: Vec::new(),
             latency_ms: None,
             rules: vec![rule(
                 json!({"answer": "simulated finding about: {{args.query}}"}),
@@ -59,6 +60,7 @@ pub fn tools() -> Vec<SimTool> {
             }),
             side_effects: true,
             idempotent: true,
+            artifacts: Vec::new(),
             latency_ms: None,
             rules: vec![rule(
                 json!({"written": true, "title": "{{args.title}}"}),

@@ -155,6 +155,9 @@ pub struct SimTool {
     pub side_effects: bool,
     #[serde(default)]
     pub idempotent: bool,
+    /// The artifacts the tool declares it produces (the registered tool's `artifacts`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<String>,
     #[serde(default)]
     pub latency_ms: Option<u64>,
     /// The registered tool's `timeout_ms` (default 30,000): a `hang` fault longer than it is a

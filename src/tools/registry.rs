@@ -43,7 +43,17 @@ pub struct ToolSpec {
     /// True for tools served by cairn's simulator.
     #[serde(default)]
     pub simulated: bool,
+    /// The names of the artifacts the tool's answers may carry (`artifacts` of its answer).
+    /// Declared, they are shown to the planner, and a plan's check may name only artifacts its
+    /// milestone's tools declare; undeclared (empty), any name is accepted, as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<String>,
 }
+
+#[path = "registry_check.rs"]
+mod check;
+
+use check::check_spec;
 
 fn default_timeout_ms() -> u64 {
     30_000
@@ -251,50 +261,6 @@ impl ToolRegistry {
     }
 }
 
-/// Field-level checks; returns the offending field and why.
-fn check_spec(spec: &ToolSpec) -> Result<(), (&'static str, String)> {
-    let name_ok = !spec.name.is_empty()
-        && spec.name.len() <= 64
-        && spec
-            .name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-    if !name_ok {
-        return Err((
-            "name",
-            "must be 1-64 characters of letters, digits, '_', '-' or '.'".into(),
-        ));
-    }
-    if spec.description.trim().is_empty() {
-        return Err(("description", "must not be empty".into()));
-    }
-    check_url(&spec.url).map_err(|message| ("url", message))?;
-    if let Some(sandbox) = &spec.sandbox_url {
-        check_url(sandbox).map_err(|message| ("sandbox_url", message))?;
-    }
-    if spec.timeout_ms == 0 || spec.timeout_ms > MAX_TIMEOUT_MS {
-        return Err((
-            "timeout_ms",
-            format!("must be 1..={MAX_TIMEOUT_MS}, got {}", spec.timeout_ms),
-        ));
-    }
-    if !spec.args_schema.is_object() {
-        return Err(("args_schema", "must be a JSON Schema object".into()));
-    }
-    Ok(())
-}
-
-fn check_url(url: &str) -> Result<(), String> {
-    let parsed = reqwest::Url::parse(url).map_err(|error| format!("not a URL ({error})"))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(format!(
-            "must be http:// or https://, got {}://",
-            parsed.scheme()
-        ));
-    }
-    Ok(())
-}
-
 /// The field a serde message is about (`missing field `x``, `unknown field `x``).
 fn field_in(message: &str) -> Option<String> {
     let start = message.find('`')? + 1;
@@ -366,6 +332,14 @@ args_schema = { type = "object" }
                 GOOD.replace("idempotent = true", "idempotant = true"),
                 "search",
                 "idempotant",
+            ),
+            (
+                GOOD.replace(
+                    "idempotent = true",
+                    "idempotent = true\nartifacts = [\"hits\", \"hits\"]",
+                ),
+                "search",
+                "artifacts",
             ),
             (
                 GOOD.replace("\"edit_file\"", "\"search\""),

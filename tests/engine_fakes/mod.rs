@@ -146,6 +146,7 @@ impl ToolPort for FakeTools {
                 schema: json!({"type": "object", "required": ["query"],
                                "properties": {"query": {"type": "string"}}}),
                 side_effects: false,
+                artifacts: Vec::new(),
             },
             ToolSpec {
                 name: "grep".into(),
@@ -153,6 +154,7 @@ impl ToolPort for FakeTools {
                 schema: json!({"type": "object", "required": ["query"],
                                "properties": {"query": {"type": "string"}}}),
                 side_effects: false,
+                artifacts: Vec::new(),
             },
             ToolSpec {
                 name: "edit_file".into(),
@@ -161,6 +163,7 @@ impl ToolPort for FakeTools {
                                "properties": {"path": {"type": "string"}, "find": {"type": "string"},
                                               "replace": {"type": "string"}}}),
                 side_effects: true,
+                artifacts: Vec::new(),
             },
             ToolSpec {
                 name: "run".into(),
@@ -168,6 +171,7 @@ impl ToolPort for FakeTools {
                 schema: json!({"type": "object", "required": ["cmd"],
                                "properties": {"cmd": {"type": "string"}, "cwd": {"type": "string"}}}),
                 side_effects: true,
+                artifacts: Vec::new(),
             },
         ]
     }

@@ -143,6 +143,7 @@ impl ToolPort for ClientTools {
                 description: spec.description.clone(),
                 schema: spec.args_schema.clone(),
                 side_effects: spec.side_effects,
+                artifacts: spec.artifacts.clone(),
             })
             .collect()
     }

@@ -125,6 +125,12 @@ pub struct ToolSpec {
     /// Whether a call changes the world (and therefore needs a receipt to never run twice).
     #[serde(default)]
     pub side_effects: bool,
+    /// The names of the artifacts a call may produce, as the operator declared them. When any
+    /// tool declares some, a plan's artifact and schema checks may name only artifacts a tool
+    /// of their milestone declares (`domain::validate`), and the strategic schema offers only
+    /// declared names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<String>,
 }
 
 /// One tool call, identified by what it does. The idempotency key is derived from `(task,

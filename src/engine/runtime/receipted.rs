@@ -141,6 +141,7 @@ mod tests {
                 description: String::new(),
                 schema: json!({"type": "object"}),
                 side_effects,
+                artifacts: Vec::new(),
             };
             vec![spec("write", true), spec("read", false)]
         }

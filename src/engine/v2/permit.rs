@@ -35,6 +35,7 @@ mod tests {
             description: String::new(),
             schema: serde_json::Value::Null,
             side_effects,
+            artifacts: Vec::new(),
         }
     }
 

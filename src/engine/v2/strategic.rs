@@ -25,8 +25,8 @@ use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Asked, Attempt};
 use crate::engine::runtime::checkpoint::{Failure, Phase, Record, TaskState};
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::Purpose;
 use crate::engine::runtime::ports::{FailureKind, model_cause};
+use crate::engine::runtime::ports::{Purpose, ToolSpec};
 use crate::engine::{prompts, schemas};
 
 use super::carry;
@@ -47,6 +47,17 @@ pub enum Strategic {
     },
 }
 
+/// A tool as the planner is shown it; the artifacts it declares, when it declares any (the
+/// names its milestone's checks may use).
+fn family(tool: &ToolSpec) -> Value {
+    let mut shown = json!({"name": tool.name, "description": tool.description,
+                           "side_effects": tool.side_effects});
+    if !tool.artifacts.is_empty() {
+        shown["artifacts"] = json!(tool.artifacts);
+    }
+    shown
+}
+
 /// An L3 replan's inputs.
 pub struct Replan<'a> {
     pub failure: &'a Failure,
@@ -57,12 +68,10 @@ pub struct Replan<'a> {
 pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic, Halt> {
     // Least privilege (`super::permit`): a goal that asks for no change plans no writer.
     let permitted = super::permit::permitted(cx).await;
-    let known = KnownTools::new(permitted.iter().cloned());
-    let families: Vec<Value> = cx
-        .tool_schemas(&permitted)
-        .into_iter()
-        .map(|t| json!({"name": t.name, "description": t.description, "side_effects": t.side_effects}))
-        .collect();
+    let specs = cx.tool_schemas(&permitted);
+    let known = KnownTools::new(permitted.iter().cloned())
+        .with_artifacts(specs.iter().map(|t| (t.name.clone(), t.artifacts.clone())));
+    let families: Vec<Value> = specs.iter().map(|t| family(t)).collect();
     let mut errors: Option<String> = None;
     let mut failures: Vec<Option<FailureKind>> = Vec::new();
     for _ in 0..=cx.config.max_reasks {
@@ -80,7 +89,7 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
                 prompt: &prompts::STRATEGIC,
                 input,
                 turns: Vec::new(),
-                schema: schemas::strategic(&cx.tool_schemas(&permitted)),
+                schema: schemas::strategic(&specs),
             })
             .await;
         failures.push(asked.reply.as_ref().err().map(|e| e.kind));

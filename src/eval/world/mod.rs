@@ -138,6 +138,7 @@ impl World {
             .into_iter()
             .map(|(name, side_effects)| ToolSpec {
                 description: format!("simulated tool {name}"),
+                artifacts: specs::declared(&suite, &name),
                 name,
                 schema: json!({"type": "object"}),
                 side_effects,

@@ -272,7 +272,12 @@ fn record(
     }
     ToolReply {
         output: Value::Object(revealed.clone()),
-        artifacts: BTreeMap::from([(sid, Value::Object(revealed))]),
+        // Under the step's id (what the simulated planner checks) and under the tool's name
+        // (the artifact the tool declares where the suite's world declares artifacts).
+        artifacts: BTreeMap::from([
+            (step.tool.clone(), Value::Object(revealed.clone())),
+            (sid, Value::Object(revealed)),
+        ]),
         error: None,
     }
 }

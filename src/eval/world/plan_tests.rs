@@ -162,3 +162,30 @@ fn a_milestone_call_names_only_the_tools_it_is_offered() {
         "{other}"
     );
 }
+
+#[test]
+fn where_the_input_shows_declared_artifacts_a_check_names_its_last_steps_tool() {
+    let task = pipeline();
+    let shown = |tools: &[&str]| {
+        let families: Vec<Value> = tools
+            .iter()
+            .map(|t| serde_json::json!({"name": t, "artifacts": [t]}))
+            .collect();
+        serde_json::json!({"goal": task.goal, "tools": families}).to_string()
+    };
+    let declared = shown(&["lookup", "search", "write_report", "query_metrics"]);
+    let plan = mind(&task, 0, SlipRates::default(), declared.clone()).reply(
+        Purpose::Strategic,
+        None,
+        &offered(),
+    );
+    assert_eq!(checked(&plan), ["search", "write_report"], "{plan}");
+    // A missed check names another granted tool's declared artifact: it names a real
+    // artifact, which this milestone's steps do not produce.
+    let missing = SlipRates {
+        plan_accept_miss: 1.0,
+        ..Default::default()
+    };
+    let plan = mind(&task, 0, missing, declared).reply(Purpose::Strategic, None, &offered());
+    assert_eq!(checked(&plan), ["write_report", "lookup"], "{plan}");
+}

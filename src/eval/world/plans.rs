@@ -41,7 +41,10 @@ impl Mind<'_> {
         if phases.is_empty()
             && let Some(call) = self.invented(&[], tools, Answer::List)
         {
-            let name = call["id"].clone();
+            let name = match call["tool"].as_str() {
+                Some(tool) if self.shown_artifact(tool) => json!(tool),
+                _ => call["id"].clone(),
+            };
             return json!({"milestones": [{"id": "m1", "title": "answer found",
                 "depends_on": [], "effort": 1, "tools": [call["tool"]], "outcome": "the answer",
                 "accept": {"type": "artifact", "name": name, "non_empty": true}}]});
@@ -66,11 +69,7 @@ impl Mind<'_> {
                     .filter(|p| p != phase)
                     .collect();
                 let last = steps.last().map(|s| s.id.clone()).unwrap_or_default();
-                let checked = if self.misses_accept(phase) {
-                    format!("{phase}-result")
-                } else {
-                    last.clone()
-                };
+                let checked = self.checked(phase, steps, &granted);
                 json!({"id": phase, "title": format!("carry out {phase}"),
                        "depends_on": deps, "effort": steps.len(), "tools": granted,
                        "outcome": format!("receipt done:{last}"),
@@ -78,6 +77,33 @@ impl Mind<'_> {
             })
             .collect();
         json!({ "milestones": milestones })
+    }
+
+    /// The artifact the milestone of `phase` is checked by: its last step's (by the step's
+    /// id, or by its tool's name where the input shows the tools' declared artifacts); with
+    /// rule 10's miss, one its steps do not produce (another granted tool's declared one, or
+    /// a name no tool declares).
+    fn checked(&self, phase: &str, steps: &[&TaskStep], granted: &[&String]) -> String {
+        let last = steps.last().copied();
+        if !self.misses_accept(phase) {
+            return match last {
+                Some(step) if self.shown_artifact(&step.tool) => step.tool.clone(),
+                Some(step) => step.id.clone(),
+                None => String::new(),
+            };
+        }
+        granted
+            .iter()
+            .find(|t| self.shown_artifact(t) && !steps.iter().any(|s| s.tool == ***t))
+            .map(|t| t.to_string())
+            .unwrap_or_else(|| format!("{phase}-result"))
+    }
+
+    /// Whether the call's input shows `tool` declaring its artifact (`[world]
+    /// declare_artifacts`: one named after the tool).
+    fn shown_artifact(&self, tool: &str) -> bool {
+        self.context
+            .contains(&format!("\"artifacts\":[\"{tool}\"]"))
     }
 
     /// Rule 10: whether the plan grants `tool`, one some step uses, to no milestone.

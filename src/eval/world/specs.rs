@@ -63,7 +63,10 @@ pub fn described(suite: &Suite) -> Vec<ToolSpec> {
     }
     let mut specs: Vec<ToolSpec> = tools
         .into_iter()
-        .map(|(name, (writes, args))| spec(&name, writes, &args, suite.tools.get(&name)))
+        .map(|(name, (writes, args))| ToolSpec {
+            artifacts: declared(suite, &name),
+            ..spec(&name, writes, &args, suite.tools.get(&name))
+        })
         .collect();
     specs.push(ToolSpec {
         name: LOCATE.into(),
@@ -76,8 +79,20 @@ pub fn described(suite: &Suite) -> Vec<ToolSpec> {
             "additionalProperties": false,
         }),
         side_effects: false,
+        artifacts: declared(suite, LOCATE),
     });
     specs
+}
+
+/// The artifacts tool `name` declares: one named after the tool when the suite's world
+/// declares artifacts (`[world] declare_artifacts`), none otherwise; the remedy tool `locate`
+/// produces no artifact and declares none.
+pub(super) fn declared(suite: &Suite, name: &str) -> Vec<String> {
+    if suite.world.declare_artifacts && name != LOCATE {
+        vec![name.to_string()]
+    } else {
+        Vec::new()
+    }
 }
 
 fn spec(name: &str, writes: bool, args: &BTreeSet<String>, doc: Option<&ToolDoc>) -> ToolSpec {
@@ -115,6 +130,7 @@ fn spec(name: &str, writes: bool, args: &BTreeSet<String>, doc: Option<&ToolDoc>
         description: format!("{what}; it {effect}. Send only the arguments the task needs."),
         schema: json!({"type": "object", "properties": properties, "additionalProperties": false}),
         side_effects: writes,
+        artifacts: Vec::new(),
     }
 }
 
