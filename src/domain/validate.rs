@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use super::plan::{Milestone, Plan, Step};
+use super::plan::{Milestone, MilestoneStatus, Plan, Step};
 
 #[path = "validate_carry.rs"]
 mod carry;
@@ -247,7 +247,10 @@ fn milestone_errors(
             reason,
         });
     }
-    for artifact in m.accept.artifact_names() {
+    // A finished milestone is kept as it was (`carry_over`), even if its tools' declarations
+    // changed since: only unfinished ones are held to them.
+    let held = m.status != MilestoneStatus::Done;
+    for artifact in m.accept.artifact_names().into_iter().filter(|_| held) {
         if let Some(produced) = tools.undeclared(artifact, &m.tools) {
             errors.push(PlanError::UndeclaredArtifact {
                 milestone: id.clone(),

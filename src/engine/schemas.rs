@@ -84,9 +84,14 @@ fn runners<'a>(tools: &[&'a ToolSpec]) -> Vec<&'a str> {
         .collect()
 }
 
-/// The artifact names any of `tools` declares, sorted and distinct: when there are some, a
-/// check names one of them (plan validation then holds each milestone to its own tools').
+/// The artifact names `tools` declare, sorted and distinct, when every one of them declares
+/// some: a check then names one of them (plan validation holds each milestone to its own
+/// tools'). Empty when any tool declares none: what it names its artifacts is unknown, so any
+/// name stays allowed.
 fn declared_artifacts<'a>(tools: &[&'a ToolSpec]) -> Vec<&'a str> {
+    if tools.iter().any(|t| t.artifacts.is_empty()) {
+        return Vec::new();
+    }
     let names: std::collections::BTreeSet<&str> = tools
         .iter()
         .flat_map(|t| t.artifacts.iter().map(String::as_str))

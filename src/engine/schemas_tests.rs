@@ -235,3 +235,20 @@ fn declared_artifacts_are_the_only_names_a_plans_check_may_use() {
     );
     assert_eq!(validate(&plan, &known), Ok(()));
 }
+
+#[test]
+fn a_registry_where_some_tool_declares_nothing_keeps_any_name_open() {
+    let mut mixed = tools();
+    mixed[0].artifacts = vec!["findings".into()];
+    let refs: Vec<&ToolSpec> = mixed.iter().collect();
+    // write_note declares nothing: what it names its artifacts is unknown, so a milestone of
+    // write_note's may still check an artifact by any name.
+    let plan = json!({"milestones": [{"id": "m1", "title": "t", "depends_on": [], "effort": 1,
+        "tools": ["write_note"], "outcome": "o",
+        "accept": {"type": "artifact", "name": "sent", "non_empty": true}}]});
+    valid(&strategic(&refs), &plan).expect("any name while a tool declares nothing");
+    let known = KnownTools::new(["lookup", "write_note"])
+        .with_artifacts(mixed.iter().map(|t| (t.name.clone(), t.artifacts.clone())));
+    let parsed = Plan::from_value(&plan, 10).expect("parses");
+    assert_eq!(validate(&parsed, &known), Ok(()));
+}

@@ -74,9 +74,11 @@ impl Mind<'_> {
         {
             return self.invented_call(*last, pending, tools);
         }
+        // Done as the live trace counts it: the task's steps all done (a milestone whose own
+        // steps are done while others are pending is not, and stays at the idle rate).
         let fresh = match pending.first() {
-            None if self.task.steps.is_empty() => Fresh::Idle,
-            None => Fresh::Done,
+            None if !self.task.steps.is_empty() && self.pending().is_empty() => Fresh::Done,
+            None => Fresh::Idle,
             Some(step) if self.stated(step) => Fresh::Stated,
             Some(_) => Fresh::Pending,
         };
@@ -94,13 +96,22 @@ impl Mind<'_> {
         step.args.values().all(|template| {
             let facts = fact_refs(template);
             if facts.is_empty() {
-                return self.context.contains(template.as_str());
+                return self.written(template);
             }
             facts.iter().all(|fact| {
                 self.facts
                     .get(fact)
-                    .is_some_and(|truth| !truth.is_empty() && self.context.contains(truth.as_str()))
+                    .is_some_and(|truth| !truth.is_empty() && self.written(truth))
             })
+        })
+    }
+
+    /// Whether `text` is in the input as a word of its own (`ci` is not in "Decide").
+    fn written(&self, text: &str) -> bool {
+        let alnum = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+        self.context.match_indices(text).any(|(at, _)| {
+            !alnum(self.context[..at].chars().next_back())
+                && !alnum(self.context[at + text.len()..].chars().next())
         })
     }
 

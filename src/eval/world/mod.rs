@@ -346,7 +346,8 @@ impl ToolPort for World {
         };
         self.with_world(call.task_id, task, |world| {
             world.tool_calls += 1;
-            perform(task, world, &receipts, (&call.tool, &call.args))
+            let declared = suite.world.declare_artifacts;
+            perform(task, world, &receipts, (&call.tool, &call.args), declared)
         })
     }
 }

@@ -71,15 +71,18 @@ fn output(output: Value) -> Result<ToolReply, PortError> {
 }
 
 /// The tools' behaviour: perform a step when the arguments are right, fire the fault.
+/// `declared`: the suite's world declares its tools' artifacts (`[world] declare_artifacts`),
+/// so an answer also carries the artifact named after its tool.
 pub(super) fn perform(
     task: &SuiteTask,
     world: &mut TaskWorld,
     receipts: &Receipts,
     call: (&str, &Value),
+    declared: bool,
 ) -> Result<ToolReply, PortError> {
     let (tool, args) = call;
     if tool == LOCATE {
-        return locate(task, world, args);
+        return locate(task, world, args).map(|reply| named(reply, LOCATE, declared));
     }
     let candidates: Vec<&TaskStep> = task.steps.iter().filter(|s| s.tool == tool).collect();
     if candidates.is_empty() {
@@ -117,7 +120,17 @@ pub(super) fn perform(
     if let Some(reply) = fault.and_then(|f| fault_after_args(f, world, step, tool, args)) {
         return reply;
     }
-    Ok(record(task, world, step, receipts))
+    Ok(named(record(task, world, step, receipts), tool, declared))
+}
+
+/// The reply with its output also under the tool's declared artifact, where tools declare.
+fn named(mut reply: ToolReply, tool: &str, declared: bool) -> ToolReply {
+    if declared && reply.error.is_none() {
+        reply
+            .artifacts
+            .insert(tool.to_string(), reply.output.clone());
+    }
+    reply
 }
 
 /// The remedy tool for `missing_file`: it finds the file only where that fault is injected.
@@ -272,12 +285,7 @@ fn record(
     }
     ToolReply {
         output: Value::Object(revealed.clone()),
-        // Under the step's id (what the simulated planner checks) and under the tool's name
-        // (the artifact the tool declares where the suite's world declares artifacts).
-        artifacts: BTreeMap::from([
-            (step.tool.clone(), Value::Object(revealed.clone())),
-            (sid, Value::Object(revealed)),
-        ]),
+        artifacts: BTreeMap::from([(sid, Value::Object(revealed))]),
         error: None,
     }
 }

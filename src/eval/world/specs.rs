@@ -85,10 +85,10 @@ pub fn described(suite: &Suite) -> Vec<ToolSpec> {
 }
 
 /// The artifacts tool `name` declares: one named after the tool when the suite's world
-/// declares artifacts (`[world] declare_artifacts`), none otherwise; the remedy tool `locate`
-/// produces no artifact and declares none.
+/// declares artifacts (`[world] declare_artifacts`; every answer then carries it, the remedy
+/// tool `locate`'s too), none otherwise.
 pub(super) fn declared(suite: &Suite, name: &str) -> Vec<String> {
-    if suite.world.declare_artifacts && name != LOCATE {
+    if suite.world.declare_artifacts {
         vec![name.to_string()]
     } else {
         Vec::new()

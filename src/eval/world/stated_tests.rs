@@ -99,3 +99,45 @@ fn an_argument_built_from_a_fact_is_written_once_an_output_showing_the_fact_is_i
     let hidden = format!("{{\"goal\": \"{}\", \"seen\": \"{receipt}\"}}", task.goal);
     assert!(reply(&task, &hidden, rates).contains("invented-"));
 }
+
+#[test]
+fn an_argument_is_written_only_as_a_word_of_its_own() {
+    let suite: Suite = toml::from_str(
+        r#"
+name = "t"
+[[tasks]]
+id = "lint"
+category = "medium"
+goal = "Run the lint of repo web."
+steps = [
+  { id = "lint", tool = "run_command", args = { host = "ci", cmd = "lint web" } },
+]
+"#,
+    )
+    .unwrap();
+    let task = suite.tasks[0].clone();
+    let rates = SlipRates {
+        invent_base: 1.0,
+        invent_stated: Some(0.0),
+        ..Default::default()
+    };
+    let offered = ["run_command".to_string(), "lookup".into()];
+    let reply = |context: &str| {
+        Mind {
+            task: &task,
+            repeat: 0,
+            seed: 7,
+            guess_success: 0.0,
+            gate_noise: 1,
+            slips: rates,
+            context: context.to_string(),
+            facts: truth_facts(&task),
+        }
+        .reply(Purpose::Tactical, Some("reactive"), &offered)
+        .to_string()
+    };
+    // "ci" inside "Decide" is not the host: not stated, so invented.
+    assert!(reply("Decide. {\"goal\": \"lint web\"}").contains("invented-"));
+    // Written as a word of its own, it is.
+    assert!(!reply("{\"goal\": \"lint web on host ci\"}").contains("invented-"));
+}

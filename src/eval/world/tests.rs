@@ -41,7 +41,7 @@ const RECEIPTS: Receipts<'static> = Receipts {
 };
 
 fn call(task: &SuiteTask, world: &mut TaskWorld, tool: &str, args: Value) -> (bool, Value) {
-    let reply = perform(task, world, &RECEIPTS, (tool, &args)).unwrap();
+    let reply = perform(task, world, &RECEIPTS, (tool, &args), false).unwrap();
     (
         reply.error.is_none(),
         json!({"error": reply.error, "output": reply.output}),
