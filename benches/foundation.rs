@@ -3,7 +3,9 @@
 //! delivery latency (commit -> client,
 //! live events only: those committed after the stream was requested) and idle RSS. Run with
 //! `cargo bench --bench foundation` (Postgres at 127.0.0.1:5432, or `CAIRN_TEST_PG_URL`).
-//! Prints one line of figures; asserts nothing about speed.
+//! Prints one line of figures; asserts nothing about speed. `BENCH_WORKERS=N` runs the server
+//! with N workers instead of 8; `BENCH_TAIL=1` prints the 32-client posts over 15 ms (which post
+//! of its client each was) and the slowest twelve.
 // Test code: a failed set-up is a failed test, and it may read the wall clock.
 #![allow(
     clippy::unwrap_used,
@@ -77,21 +79,32 @@ async fn concurrent_posts(base: &str) -> Vec<f64> {
                 .expect("healthz");
             ready.wait().await;
             let mut timed = Vec::with_capacity(POSTS_PER_CLIENT);
-            for _ in 0..POSTS_PER_CLIENT {
+            for i in 0..POSTS_PER_CLIENT {
                 let t0 = Instant::now();
                 let task = post_task(&http, &base, 1, 0).await;
+                if std::env::var_os("BENCH_TAIL").is_some()
+                    && t0.elapsed() > Duration::from_millis(15)
+                {
+                    eprintln!("slow post: a client's post #{i} took {:?}", t0.elapsed());
+                }
                 timed.push((
                     t0.elapsed().as_secs_f64() * 1000.0,
                     task["id"].as_str().expect("id").to_string(),
                 ));
             }
-            timed
+            // The client is dropped after every client has finished: dropping one frees its
+            // TLS roots (~190k allocations), which would hold up the others' last posts on
+            // this process's two runtime threads.
+            (timed, http)
         })
     });
     let mut latencies = Vec::with_capacity(CLIENTS * POSTS_PER_CLIENT);
     let http = reqwest::Client::new();
+    let mut finished = Vec::with_capacity(CLIENTS);
     for client in futures_util::future::join_all(clients).await {
-        for (ms, id) in client.expect("client task") {
+        let (timed, client) = client.expect("client task");
+        finished.push(client);
+        for (ms, id) in timed {
             latencies.push(ms);
             wait_terminal(&http, base, &id).await;
         }
@@ -140,7 +153,10 @@ async fn main() {
         .arg("serve")
         .env("CAIRN_DATABASE_URL", &db_url)
         .env("CAIRN_LISTEN_ADDR", format!("127.0.0.1:{port}"))
-        .env("CAIRN_WORKERS", "8")
+        .env(
+            "CAIRN_WORKERS",
+            std::env::var("BENCH_WORKERS").unwrap_or_else(|_| "8".into()),
+        )
         .env("CAIRN_TEST_MINIMAL_ENGINE", "true")
         // One client measuring throughput: its own rate limit would be the figure.
         .env("CAIRN_HTTP_RATE_PER_S", "0")
@@ -185,6 +201,12 @@ async fn main() {
     }
     post_ms.sort_by(f64::total_cmp);
     let post32_ms = concurrent_posts(&base).await;
+    if std::env::var_os("BENCH_TAIL").is_some() {
+        eprintln!(
+            "post{CLIENTS} slowest: {:?}",
+            &post32_ms[post32_ms.len().saturating_sub(12)..]
+        );
+    }
 
     // Event rows per second: a burst of multi-step tasks run by the pool.
     let count_events = || async {

@@ -155,24 +155,30 @@ fn is_write(word: &str) -> bool {
 }
 
 /// True when `word` is `verb` or a regular inflection of it (s, es, d, ed, ing, with the final
-/// `e` dropped or the final consonant doubled).
+/// `e` dropped or the final consonant doubled). Allocates nothing: it runs for every word of a
+/// goal against every verb of the vocabulary.
 fn verb_form(word: &str, verb: &str) -> bool {
     if word == verb {
         return true;
     }
-    let stem = verb.strip_suffix('e').unwrap_or(verb);
-    let mut forms = vec![
-        format!("{verb}s"),
-        format!("{verb}es"),
-        format!("{verb}d"),
-        format!("{stem}ed"),
-        format!("{stem}ing"),
-    ];
-    if let Some(last) = verb.chars().last().filter(|_| stem == verb) {
-        forms.push(format!("{verb}{last}ed"));
-        forms.push(format!("{verb}{last}ing"));
+    let after_verb = word.strip_prefix(verb);
+    if after_verb.is_some_and(|rest| matches!(rest, "s" | "es" | "d")) {
+        return true;
     }
-    forms.iter().any(|f| f == word)
+    let stem = verb.strip_suffix('e').unwrap_or(verb);
+    if word
+        .strip_prefix(stem)
+        .is_some_and(|rest| matches!(rest, "ed" | "ing"))
+    {
+        return true;
+    }
+    // The final consonant doubled ("stop" -> "stopped"), only for verbs not ending in `e`.
+    stem == verb
+        && verb.chars().last().is_some_and(|last| {
+            after_verb
+                .and_then(|rest| rest.strip_prefix(last))
+                .is_some_and(|rest| matches!(rest, "ed" | "ing"))
+        })
 }
 
 /// The largest number of targets any enumeration in the goal names.

@@ -171,3 +171,49 @@ fn goal_targets_are_the_names_after_a_target_noun() {
     assert!(goal_targets("What is the capital of France?").is_empty());
     assert!(goal_targets("Convert the customer CSV export to JSON lines").is_empty());
 }
+
+/// The inflections `verb_form` accepts, spelled out as the definition reads.
+fn spelled_forms(verb: &str) -> Vec<String> {
+    let stem = verb.strip_suffix('e').unwrap_or(verb);
+    let mut forms = vec![
+        verb.to_string(),
+        format!("{verb}s"),
+        format!("{verb}es"),
+        format!("{verb}d"),
+        format!("{stem}ed"),
+        format!("{stem}ing"),
+    ];
+    if let Some(last) = verb.chars().last().filter(|_| stem == verb) {
+        forms.push(format!("{verb}{last}ed"));
+        forms.push(format!("{verb}{last}ing"));
+    }
+    forms
+}
+
+#[test]
+fn verb_form_accepts_exactly_the_spelled_out_inflections() {
+    let verbs: Vec<&str> = WRITE_VERBS.iter().chain(READ_VERBS).copied().collect();
+    let mut words: Vec<String> = verbs.iter().flat_map(|v| spelled_forms(v)).collect();
+    // Near misses: a letter too many or too few, another suffix, another verb's forms.
+    let near: Vec<String> = words
+        .iter()
+        .flat_map(|w| {
+            [
+                format!("{w}x"),
+                w[..w.len() - 1].to_string(),
+                format!("{w}er"),
+            ]
+        })
+        .collect();
+    words.extend(near);
+    for verb in &verbs {
+        let forms = spelled_forms(verb);
+        for word in &words {
+            assert_eq!(
+                verb_form(word, verb),
+                forms.contains(word),
+                "verb {verb:?}, word {word:?}"
+            );
+        }
+    }
+}

@@ -129,6 +129,7 @@ pub fn context(ports: &Ports, ctx: RunContext, engine: EngineKind) -> Result<Att
         tools: ports.tools.clone(),
         config: EngineSettings::default(),
         specs,
+        validators: Default::default(),
         halt: AtomicBool::new(false),
     })
 }

@@ -2,7 +2,7 @@
 //! registry, and the two ways of spending budget (asking a model, calling a tool), each timed
 //! here so wall-clock charges do not depend on what a port reports.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -56,8 +56,33 @@ pub struct Attempt {
     pub tools: Arc<dyn ToolPort>,
     pub config: EngineSettings,
     pub specs: BTreeMap<String, ToolSpec>,
+    /// The tools' argument validators, compiled once per attempt.
+    pub validators: Validators,
     /// Set when one milestone's outcome ends the others' runs (failure, exhaustion, L3).
     pub halt: std::sync::atomic::AtomicBool,
+}
+
+/// The argument validators of the registered tools, each compiled from its JSON Schema on
+/// first use and kept for the attempt: every step's arguments are checked before its call, and
+/// compiling a schema costs far more than checking against it.
+#[derive(Default)]
+pub struct Validators(std::sync::Mutex<HashMap<String, Arc<jsonschema::Validator>>>);
+
+impl Validators {
+    /// `spec`'s validator, or why its schema is not one.
+    pub fn get(&self, spec: &ToolSpec) -> Result<Arc<jsonschema::Validator>, String> {
+        let known =
+            |map: &HashMap<String, Arc<jsonschema::Validator>>| map.get(&spec.name).cloned();
+        if let Some(found) = self.0.lock().ok().and_then(|map| known(&map)) {
+            return Ok(found);
+        }
+        let compiled = Arc::new(crate::domain::dialect::validator(&spec.schema)?);
+        // A poisoned lock only costs the cache: the validator is still used.
+        if let Ok(mut map) = self.0.lock() {
+            map.insert(spec.name.clone(), compiled.clone());
+        }
+        Ok(compiled)
+    }
 }
 
 impl Attempt {

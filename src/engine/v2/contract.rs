@@ -33,7 +33,9 @@ pub fn check_contract(cx: &Attempt, allowed: &[String], step: &Step) -> Result<(
     if spec.schema.is_null() {
         return Ok(());
     }
-    let validator = crate::domain::dialect::validator(&spec.schema)
+    let validator = cx
+        .validators
+        .get(spec)
         .map_err(|error| format!("tool {:?} has an unusable schema: {error}", step.tool))?;
     let problems: Vec<String> = validator
         .iter_errors(&step.args)

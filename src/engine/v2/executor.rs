@@ -59,28 +59,34 @@ pub enum StepOutcome {
 
 /// Runs the next step of `milestone_id`'s current step list.
 pub async fn run_next_step(cx: &Attempt, milestone_id: &str) -> Result<StepOutcome, Halt> {
-    let snapshot = cx.journal.snapshot().await;
-    let Some(milestone) = snapshot
-        .plan
-        .as_ref()
-        .and_then(|plan| plan.milestone(milestone_id))
-    else {
+    // Only what the call needs is copied out of the state, not the whole state.
+    let next = cx
+        .journal
+        .read(|state| {
+            let milestone = state.plan.as_ref()?.milestone(milestone_id)?;
+            let index = state
+                .runs
+                .get(milestone_id)
+                .map(|run| run.next_step)
+                .unwrap_or_default();
+            let step = milestone.steps.get(index)?.clone();
+            // The call's identity is its content: an identical action this task already
+            // performed (before a resume, in an earlier attempt, repair or plan version) is
+            // answered from its receipt; only an identical earlier step of this same list makes
+            // it a deliberate repeat.
+            let earlier = milestone.steps[..index]
+                .iter()
+                .map(|s| (s.tool.as_str(), &s.args));
+            let repeat = Repeat::among(&step.tool, &step.args, earlier);
+            Some((milestone.tools.clone(), step, index, repeat))
+        })
+        .await;
+    let Some((tools, step, index, repeat)) = next else {
         return Ok(StepOutcome::NoStep);
     };
-    let run = snapshot.runs.get(milestone_id).cloned().unwrap_or_default();
-    let Some(step) = milestone.steps.get(run.next_step).cloned() else {
-        return Ok(StepOutcome::NoStep);
-    };
-    let index = run.next_step;
-    if let Err(reason) = check_contract(cx, &milestone.tools, &step) {
+    if let Err(reason) = check_contract(cx, &tools, &step) {
         return record_drift(cx, milestone_id, index, &step, reason).await;
     }
-    // The call's identity is its content: an identical action this task already performed
-    // (before a resume, in an earlier attempt, repair or plan version) is answered from its
-    // receipt; only an identical earlier step of this same list makes it a deliberate repeat.
-    let earlier = milestone.steps[..index]
-        .iter()
-        .map(|s| (s.tool.as_str(), &s.args));
     // Nothing staged may wait past a tool call.
     cx.journal.flush().await?;
     let called = cx
@@ -88,7 +94,7 @@ pub async fn run_next_step(cx: &Attempt, milestone_id: &str) -> Result<StepOutco
             task_id: cx.task().id,
             tool: step.tool.clone(),
             args: step.args.clone(),
-            repeat: Repeat::among(&step.tool, &step.args, earlier),
+            repeat,
         })
         .await;
     let executed = Executed {

@@ -96,6 +96,7 @@ impl Engine for V2Engine {
             tools: self.tools.clone(),
             config: self.config.clone(),
             specs,
+            validators: Default::default(),
             halt: AtomicBool::new(false),
         });
         let driven = drive(cx.clone()).await;
