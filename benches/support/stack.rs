@@ -98,6 +98,19 @@ impl Stack {
         let store = cairn::server::open_migrated(config)
             .await
             .expect("open and migrate the store");
+        // BENCH_SQL: statements run on the migrated database before anything starts, to
+        // measure what a schema change would buy (e.g. without a foreign key) before making it.
+        if let (Ok(sql), Some(url)) = (std::env::var("BENCH_SQL"), &config.database_url) {
+            use sqlx::Connection;
+            let mut conn = sqlx::PgConnection::connect(url.expose())
+                .await
+                .expect("connect for BENCH_SQL");
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                .execute(&mut conn)
+                .await
+                .expect("BENCH_SQL");
+            eprintln!("cairn bench: ran BENCH_SQL on the migrated database");
+        }
         Self::start_on(config, store, models, tools)
     }
 
