@@ -34,6 +34,7 @@ fn ports(model: &Arc<FakeModel>, tools: &Arc<FakeTools>) -> Ports {
         models: model.clone(),
         tools: tools.clone(),
         config: BaselineConfig::default(),
+        validators: Default::default(),
     }
 }
 

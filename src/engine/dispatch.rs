@@ -44,6 +44,7 @@ impl Engines {
             models: models.clone(),
             tools: tools.clone(),
             config: baselines,
+            validators: Default::default(),
         };
         Engines {
             v2: V2Engine::new(models, tools, settings),

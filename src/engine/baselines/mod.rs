@@ -32,7 +32,7 @@ use crate::domain::event::kinds::STEP_FINISHED;
 use crate::domain::ledger::Unit;
 use crate::domain::settings::EngineSettings;
 use crate::domain::task::TaskStatus;
-use crate::engine::runtime::attempt::{Attempt, brief};
+use crate::engine::runtime::attempt::{Attempt, Validators, brief};
 use crate::engine::runtime::checkpoint::{EngineKind, Journal, Record, Spend, TaskState};
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::{ModelPort, Repeat, ToolCall, ToolPort};
@@ -70,6 +70,8 @@ pub struct Ports {
     pub models: Arc<dyn ModelPort>,
     pub tools: Arc<dyn ToolPort>,
     pub config: BaselineConfig,
+    /// The tools' argument validators, shared by every attempt of the baselines.
+    pub validators: Arc<Validators>,
 }
 
 /// A baseline's own progress, kept in the v2 state's free slot so it resumes from the
@@ -129,7 +131,7 @@ pub fn context(ports: &Ports, ctx: RunContext, engine: EngineKind) -> Result<Att
         tools: ports.tools.clone(),
         config: EngineSettings::default(),
         specs,
-        validators: Default::default(),
+        validators: ports.validators.clone(),
         halt: AtomicBool::new(false),
     })
 }

@@ -56,30 +56,37 @@ pub struct Attempt {
     pub tools: Arc<dyn ToolPort>,
     pub config: EngineSettings,
     pub specs: BTreeMap<String, ToolSpec>,
-    /// The tools' argument validators, compiled once per attempt.
-    pub validators: Validators,
+    /// The tools' argument validators, shared by every attempt of the engine.
+    pub validators: Arc<Validators>,
     /// Set when one milestone's outcome ends the others' runs (failure, exhaustion, L3).
     pub halt: std::sync::atomic::AtomicBool,
 }
 
 /// The argument validators of the registered tools, each compiled from its JSON Schema on
-/// first use and kept for the attempt: every step's arguments are checked before its call, and
-/// compiling a schema costs far more than checking against it.
+/// first use and kept by the engine for every task it runs: every step's arguments are checked
+/// before its call, and compiling a schema costs far more than checking against it. A tool
+/// whose schema changed (a registry reload) is compiled again.
 #[derive(Default)]
-pub struct Validators(std::sync::Mutex<HashMap<String, Arc<jsonschema::Validator>>>);
+pub struct Validators(std::sync::Mutex<HashMap<String, Compiled>>);
+
+/// A schema and its compiled validator.
+type Compiled = (Value, Arc<jsonschema::Validator>);
 
 impl Validators {
     /// `spec`'s validator, or why its schema is not one.
     pub fn get(&self, spec: &ToolSpec) -> Result<Arc<jsonschema::Validator>, String> {
-        let known =
-            |map: &HashMap<String, Arc<jsonschema::Validator>>| map.get(&spec.name).cloned();
+        let known = |map: &HashMap<String, Compiled>| {
+            map.get(&spec.name)
+                .filter(|(schema, _)| *schema == spec.schema)
+                .map(|(_, validator)| validator.clone())
+        };
         if let Some(found) = self.0.lock().ok().and_then(|map| known(&map)) {
             return Ok(found);
         }
         let compiled = Arc::new(crate::domain::dialect::validator(&spec.schema)?);
         // A poisoned lock only costs the cache: the validator is still used.
         if let Ok(mut map) = self.0.lock() {
-            map.insert(spec.name.clone(), compiled.clone());
+            map.insert(spec.name.clone(), (spec.schema.clone(), compiled.clone()));
         }
         Ok(compiled)
     }
@@ -181,4 +188,40 @@ pub fn brief(value: &Value, max_chars: usize) -> Value {
     }
     let cut: String = text.chars().take(max_chars).collect();
     Value::String(format!("{cut}…"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(schema: Value) -> ToolSpec {
+        ToolSpec {
+            name: "lookup".into(),
+            description: String::new(),
+            schema,
+            side_effects: false,
+            artifacts: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_validator_is_compiled_once_and_again_when_its_schema_changes() {
+        let validators = Validators::default();
+        let first = spec(json!({"type": "object", "required": ["q"]}));
+        let a = validators.get(&first).unwrap();
+        let b = validators.get(&first).unwrap();
+        assert!(
+            Arc::ptr_eq(&a, &b),
+            "the second get is answered from the cache"
+        );
+        assert!(!a.is_valid(&json!({})));
+
+        let changed = spec(json!({"type": "object"}));
+        let c = validators.get(&changed).unwrap();
+        assert!(!Arc::ptr_eq(&a, &c), "a changed schema is compiled again");
+        assert!(c.is_valid(&json!({})));
+
+        assert!(validators.get(&spec(json!({"type": 7}))).is_err());
+    }
 }

@@ -48,7 +48,7 @@ pub mod verifier;
 
 use crate::domain::report::Cause;
 use crate::domain::settings::EngineSettings;
-use crate::engine::runtime::attempt::Attempt;
+use crate::engine::runtime::attempt::{Attempt, Validators};
 use crate::engine::runtime::checkpoint::{EngineKind, Failure, Journal, Phase, TaskState};
 use crate::engine::runtime::ports::{ModelPort, ToolPort};
 use gate::Route;
@@ -61,6 +61,7 @@ pub struct V2Engine {
     models: Arc<dyn ModelPort>,
     tools: Arc<dyn ToolPort>,
     config: EngineSettings,
+    validators: Arc<Validators>,
 }
 
 impl V2Engine {
@@ -73,6 +74,7 @@ impl V2Engine {
             models,
             tools,
             config,
+            validators: Arc::default(),
         }
     }
 }
@@ -96,7 +98,7 @@ impl Engine for V2Engine {
             tools: self.tools.clone(),
             config: self.config.clone(),
             specs,
-            validators: Default::default(),
+            validators: self.validators.clone(),
             halt: AtomicBool::new(false),
         });
         let driven = drive(cx.clone()).await;

@@ -141,3 +141,47 @@ steps = [
     // Written as a word of its own, it is.
     assert!(!reply("{\"goal\": \"lint web on host ci\"}").contains("invented-"));
 }
+
+#[test]
+fn a_call_whose_steps_are_all_done_invents_at_the_done_rate_and_one_with_no_steps_at_the_idle_rate()
+{
+    let task = account_task();
+    let receipts = super::Receipts {
+        seed: 7,
+        task: &task.id,
+        repeat: 0,
+    };
+    let done = format!(
+        "{{\"goal\": \"{}\", \"seen\": \"{} user u-50211; {}\"}}",
+        task.goal,
+        receipts.of("create"),
+        receipts.of("team")
+    );
+    let done_only = SlipRates {
+        invent_done: Some(1.0),
+        ..Default::default()
+    };
+    let idle_only = SlipRates {
+        invent_idle: 1.0,
+        invent_done: Some(0.0),
+        ..Default::default()
+    };
+    // Both steps' receipts in context: the work is done, so `invent_done` applies, not
+    // `invent_idle`.
+    assert!(reply(&task, &done, done_only).contains("invented-"));
+    let answered = reply(&task, &done, idle_only);
+    assert!(!answered.contains("invented-"), "{answered}");
+    // Unset, the done rate is the idle rate.
+    let pooled = SlipRates {
+        invent_idle: 1.0,
+        ..Default::default()
+    };
+    assert!(reply(&task, &done, pooled).contains("invented-"));
+
+    // A task with no steps has nothing done: the idle rate applies, not the done rate.
+    let mut question = task.clone();
+    question.steps.clear();
+    let goal = format!("{{\"goal\": \"{}\"}}", question.goal);
+    assert!(reply(&question, &goal, idle_only).contains("invented-"));
+    assert!(!reply(&question, &goal, done_only).contains("invented-"));
+}
