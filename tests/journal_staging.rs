@@ -1,7 +1,8 @@
 //! The journal's staged transitions (fewer transactions, same events): a staged transition is
 //! in memory at once and in the store only with the next commit, which carries every staged
 //! transition before its own, in order, with the seqs handed out when they were staged; a
-//! flush commits them; a failed commit leaves memory as it was. On a temp-file SQLite store
+//! flush commits them; a failed transition (its mutation or its commit) closes the journal, so
+//! nothing is written from a state the store does not hold. On a temp-file SQLite store
 //! behind the `Store` trait (the journal does not know the backend).
 // Test code: a failed set-up is a failed test, and it may read the wall clock.
 #![allow(
@@ -19,8 +20,8 @@ use cairn::clock::{Clock, SystemClock};
 use cairn::domain::event::kinds;
 use cairn::domain::task::{Budget, DEFAULT_TENANT, NewTask, Strategy};
 use cairn::engine::runtime::checkpoint::{EngineKind, Journal, Record, TaskState};
-use cairn::engine::{Applied, Halt, RunContext, StopSignal};
-use cairn::store::{ClaimParams, Store};
+use cairn::engine::{Applied, EngineError, Halt, RunContext, StopSignal};
+use cairn::store::{ClaimParams, Store, StoreError};
 use chrono::Duration;
 use serde_json::json;
 use tokio::sync::watch;
@@ -159,7 +160,7 @@ async fn a_flush_commits_what_is_staged_and_nothing_else() {
 }
 
 #[tokio::test]
-async fn a_refused_commit_leaves_memory_as_it_was() {
+async fn a_refused_commit_closes_the_journal_and_nothing_more_is_written() {
     let (_file, store) = common::sqlite_store().await;
     let (journal, _stop) = journal(store.clone()).await;
     let id = journal.ctx().task.id;
@@ -170,15 +171,78 @@ async fn a_refused_commit_leaves_memory_as_it_was() {
         .expect("cancel");
     let refused = journal.record(step("b", 2)).await;
     assert!(matches!(refused, Err(Halt::LeaseLost)), "{refused:?}");
-    assert_eq!(
-        journal.read(|s| s.strategic_calls).await,
-        1,
-        "the refused transition is not in memory; the staged one still is"
-    );
+    // Every later transition and flush of the attempt gets the same outcome, unwritten.
+    let staged = journal.stage(step("c", 3)).await;
+    assert!(matches!(staged, Err(Halt::LeaseLost)), "{staged:?}");
+    let flushed = journal.flush().await;
+    assert!(matches!(flushed, Err(Halt::LeaseLost)), "{flushed:?}");
     let kinds_seen: Vec<String> = stored(&journal).await.into_iter().map(|e| e.1).collect();
     assert_eq!(
         kinds_seen,
         [kinds::TASK_CANCELLED],
-        "nothing staged was written"
+        "nothing staged or refused was written"
     );
+}
+
+/// A mutation that changed the state and then failed: the change is in memory only, so the
+/// journal refuses to commit anything after it, with an error as transient as the first.
+async fn half_a_transition_is_never_committed(first: EngineError, transient: bool) {
+    let (file_guard, store) = common::sqlite_store().await;
+    let (journal, _stop) = journal(store.clone()).await;
+    journal.record(step("a", 1)).await.expect("record a");
+    let failed = journal
+        .record(move |state: &mut TaskState| -> Result<(Record, ()), Halt> {
+            state.strategic_calls = 99;
+            Err(Halt::Error(first))
+        })
+        .await;
+    assert!(matches!(failed, Err(Halt::Error(_))), "{failed:?}");
+    for refused in [
+        journal.record(step("b", 2)).await,
+        journal.stage(step("c", 3)).await,
+        journal.flush().await.map(|()| (applied0(), ())),
+    ] {
+        match refused {
+            Err(Halt::Error(error @ EngineError::Closed { .. })) => {
+                assert_eq!(error.is_transient(), transient, "{error}");
+            }
+            other => panic!("expected the closed journal's error, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        stored(&journal).await,
+        vec![(3, kinds::ENGINE_STEP.to_string(), "a".to_string())],
+        "only what was committed before the failure"
+    );
+    let file = sqlx::SqlitePool::connect(&format!("sqlite://{}", file_guard.path.display()))
+        .await
+        .expect("open the file");
+    let state: String = sqlx::query_scalar("SELECT state FROM tasks")
+        .fetch_one(&file)
+        .await
+        .expect("the checkpoint");
+    let checkpoint: TaskState = serde_json::from_str(&state).expect("state");
+    assert_eq!(
+        checkpoint.strategic_calls, 1,
+        "the checkpoint of the last commit"
+    );
+}
+
+fn applied0() -> Applied {
+    Applied {
+        first_seq: 0,
+        last_seq: 0,
+    }
+}
+
+#[tokio::test]
+async fn a_failed_mutation_closes_the_journal() {
+    half_a_transition_is_never_committed(EngineError::Other("invariant broken".into()), false)
+        .await;
+}
+
+#[tokio::test]
+async fn after_a_transient_store_fault_the_closed_journal_stays_transient() {
+    let fault = EngineError::Store(StoreError::Database(sqlx::Error::PoolTimedOut));
+    half_a_transition_is_never_committed(fault, true).await;
 }

@@ -66,6 +66,10 @@ pub enum EngineError {
     Checkpoint(String),
     #[error("{0}")]
     Other(String),
+    /// A transition refused because an earlier one of the same attempt failed (the journal
+    /// closes on a failed transition: `runtime::journal`); as transient as that failure was.
+    #[error("an earlier transition of this attempt failed: {reason}")]
+    Closed { reason: String, transient: bool },
 }
 
 impl EngineError {
@@ -73,7 +77,11 @@ impl EngineError {
     /// [`StoreError::is_transient`]), not the task's: the task goes back to the queue and
     /// resumes from its last commit instead of failing.
     pub fn is_transient(&self) -> bool {
-        matches!(self, EngineError::Store(error) if error.is_transient())
+        match self {
+            EngineError::Store(error) => error.is_transient(),
+            EngineError::Closed { transient, .. } => *transient,
+            EngineError::Checkpoint(_) | EngineError::Other(_) => false,
+        }
     }
 }
 

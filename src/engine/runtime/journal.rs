@@ -2,10 +2,12 @@
 //!
 //! Why one door: milestones run in parallel, yet the task has one `state` column and one event
 //! sequence. Every transition goes through the journal, which takes the state lock, applies the
-//! mutation to a draft, and commits draft + events + ledger entries + artifacts (+ plan
-//! version, + terminal status) in ONE fenced transaction. Only when the commit applied does the
-//! draft become the in-memory state, so a crash resumes from exactly what the last event
-//! describes.
+//! mutation to the state, and commits state + events + ledger entries + artifacts (+ plan
+//! version, + terminal status) in ONE fenced transaction, so a crash resumes from exactly what
+//! the last event describes. The mutation is made in place, without a copy of the state; a
+//! transition whose mutation or commit fails closes the journal (every later transition and
+//! flush of the attempt is refused the same way), so nothing is ever written from a state the
+//! store does not hold.
 //!
 //! Fewer transactions: a transition followed by nothing external may be *staged*
 //! ([`Journal::stage`]) instead of committed at once: it is applied to the in-memory state and
@@ -72,6 +74,62 @@ struct Inner {
     staged: Rows,
     /// The seq of the task's last committed event.
     last_seq: i64,
+    /// Set by the first failed transition (see [`Closed`]).
+    closed: Option<Closed>,
+}
+
+/// Why the journal refuses every transition after a failed one. A transition mutates the
+/// state in place (no copy per transition); when its mutation or its commit fails, memory may
+/// hold what the store does not, so nothing more is written from it: the attempt ends, and the
+/// next one resumes from the last commit. A parallel milestone's later transition gets the
+/// same outcome (the lease lost, or an error as transient as the first), never a commit of
+/// half a transition.
+#[derive(Debug, Clone)]
+enum Closed {
+    LeaseLost,
+    Failed { reason: String, transient: bool },
+}
+
+impl Closed {
+    fn of(halt: &Halt) -> Self {
+        match halt {
+            Halt::LeaseLost => Closed::LeaseLost,
+            Halt::Error(error) => Closed::Failed {
+                reason: error.to_string(),
+                transient: error.is_transient(),
+            },
+        }
+    }
+
+    fn halt(&self) -> Halt {
+        match self {
+            Closed::LeaseLost => Halt::LeaseLost,
+            Closed::Failed { reason, transient } => Halt::Error(EngineError::Closed {
+                reason: reason.clone(),
+                transient: *transient,
+            }),
+        }
+    }
+}
+
+impl Inner {
+    /// `Err` once a transition failed.
+    fn open(&self) -> Result<(), Halt> {
+        match &self.closed {
+            None => Ok(()),
+            Some(closed) => Err(closed.halt()),
+        }
+    }
+
+    /// Passes `result` through, closing the journal when it is a failure.
+    fn closing<T>(&mut self, result: Result<T, Halt>) -> Result<T, Halt> {
+        if let Err(halt) = &result
+            && self.closed.is_none()
+        {
+            self.closed = Some(Closed::of(halt));
+        }
+        result
+    }
 }
 
 /// The serialized writer of a task's state (see the module docs).
@@ -89,6 +147,7 @@ impl Journal {
                 state,
                 staged: Rows::default(),
                 last_seq,
+                closed: None,
             }),
         }
     }
@@ -126,7 +185,7 @@ impl Journal {
             .await
     }
 
-    /// Applies `mutate` to a draft and commits it with the [`Record`] it returns (and every
+    /// Applies `mutate` to the state and commits it with the [`Record`] it returns (and every
     /// staged transition before it), atomically.
     pub async fn record<R>(
         &self,
@@ -148,12 +207,12 @@ impl Journal {
     /// Commits the staged transitions, if any: before a tool call, and before yielding.
     pub async fn flush(&self) -> Result<(), Halt> {
         let mut inner = self.inner.lock().await;
+        inner.open()?;
         if inner.staged.is_empty() {
             return Ok(());
         }
-        self.commit(&mut inner, None, Rows::default(), None)
-            .await
-            .map(|_| ())
+        let committed = self.commit(&mut inner, None, Rows::default(), None).await;
+        inner.closing(committed).map(|_| ())
     }
 
     async fn transition<R>(
@@ -162,12 +221,34 @@ impl Journal {
         mutate: impl FnOnce(&mut TaskState) -> Result<(Record, R), Halt>,
     ) -> Result<(Applied, R), Halt> {
         let mut inner = self.inner.lock().await;
-        let mut draft = inner.state.clone();
-        let (record, out) = mutate(&mut draft)?;
-        let plan_version = next_plan_version(&mut draft, record.plan_version);
-        if plan_version.is_some() && inner.staged.plan_version.is_some() {
-            // One plan version per commit: the staged one goes first.
-            self.commit(&mut inner, None, Rows::default(), None).await?;
+        inner.open()?;
+        // One plan version per commit: a staged one is committed first, with the state it
+        // describes, so that state is kept (the only copy a transition makes).
+        let before = inner
+            .staged
+            .plan_version
+            .is_some()
+            .then(|| inner.state.clone());
+        let result = self.apply(&mut inner, when, before, mutate).await;
+        inner.closing(result)
+    }
+
+    /// [`Journal::transition`] on the open journal: `mutate` in place, then the commit (or
+    /// the staging) of what it recorded.
+    async fn apply<R>(
+        &self,
+        inner: &mut Inner,
+        when: When,
+        before: Option<TaskState>,
+        mutate: impl FnOnce(&mut TaskState) -> Result<(Record, R), Halt>,
+    ) -> Result<(Applied, R), Halt> {
+        let (record, out) = mutate(&mut inner.state)?;
+        let plan_version = next_plan_version(&mut inner.state, record.plan_version);
+        if plan_version.is_some()
+            && let Some(before) = &before
+        {
+            self.commit(inner, Some(before), Rows::default(), None)
+                .await?;
         }
         let count = i64::try_from(record.events.len()).unwrap_or(i64::MAX);
         let rows = Rows {
@@ -180,7 +261,6 @@ impl Journal {
             let staged = i64::try_from(inner.staged.events.len()).unwrap_or(i64::MAX);
             let first_seq = inner.last_seq + staged + 1;
             inner.staged.absorb(rows);
-            inner.state = draft;
             let applied = Applied {
                 first_seq,
                 last_seq: first_seq + count - 1,
@@ -188,7 +268,7 @@ impl Journal {
             return Ok((applied, out));
         }
         let ending = record.status.map(|status| (status, record.result));
-        let last_seq = self.commit(&mut inner, Some(draft), rows, ending).await?;
+        let last_seq = self.commit(inner, None, rows, ending).await?;
         let applied = Applied {
             first_seq: last_seq - count + 1,
             last_seq,
@@ -196,24 +276,24 @@ impl Journal {
         Ok((applied, out))
     }
 
-    /// Commits the staged rows, then `rows`, with `state` (`None`: the in-memory state as it
-    /// is, without a copy) and the terminal status and result of `ending`. On success `state`
-    /// becomes the in-memory state; on failure nothing changes. Returns the last seq.
+    /// Commits the staged rows, then `rows`, with the checkpoint `state` (`None`: the
+    /// in-memory state) and the terminal status and result of `ending`. Returns the last seq.
+    /// On failure the caller closes the journal ([`Closed`]).
     async fn commit(
         &self,
         inner: &mut Inner,
-        state: Option<TaskState>,
+        state: Option<&TaskState>,
         rows: Rows,
         ending: Option<(TaskStatus, Option<Value>)>,
     ) -> Result<i64, Halt> {
-        let mut all = inner.staged.clone();
+        let mut all = std::mem::take(&mut inner.staged);
         all.absorb(rows);
         let expected = inner.last_seq + i64::try_from(all.events.len()).unwrap_or(i64::MAX);
         let (status, result) = match ending {
             Some((status, result)) => (Some(status), result),
             None => (None, None),
         };
-        let value = StateJson::of(state.as_ref().unwrap_or(&inner.state))
+        let value = StateJson::of(state.unwrap_or(&inner.state))
             .map_err(|error| EngineError::Checkpoint(error.to_string()))?;
         let applied = self
             .ctx
@@ -239,10 +319,6 @@ impl Journal {
             );
         }
         inner.last_seq = applied.last_seq;
-        inner.staged = Rows::default();
-        if let Some(state) = state {
-            inner.state = state;
-        }
         Ok(applied.last_seq)
     }
 }
@@ -259,7 +335,7 @@ fn prompted<R>(
     }
 }
 
-/// The plan version a record asks for, numbered on the draft.
+/// The plan version a record asks for, numbered on the state.
 fn next_plan_version(
     draft: &mut TaskState,
     asked: Option<(String, Option<i64>)>,

@@ -57,23 +57,28 @@ impl CheckCause {
 /// Evaluates `milestone_id`'s check and commits the decision. A pass also completes the
 /// milestone: status `done` and its unspent allocation returned to the reserve.
 pub async fn check(cx: &Attempt, milestone_id: &str, cause: CheckCause) -> Result<Checked, Halt> {
-    let snapshot = cx.journal.snapshot().await;
-    let Some(milestone) = snapshot
-        .plan
-        .as_ref()
-        .and_then(|plan| plan.milestone(milestone_id))
-        .cloned()
-    else {
+    let (milestone, run, artifacts) = cx
+        .journal
+        .read(|state| {
+            let milestone = state
+                .plan
+                .as_ref()
+                .and_then(|plan| plan.milestone(milestone_id))
+                .cloned();
+            let run = state.runs.get(milestone_id).cloned().unwrap_or_default();
+            let artifacts = state
+                .artifacts
+                .get(milestone_id)
+                .cloned()
+                .unwrap_or_default();
+            (milestone, run, artifacts)
+        })
+        .await;
+    let Some(milestone) = milestone else {
         return Err(Halt::Error(crate::engine::EngineError::Other(format!(
             "milestone {milestone_id} is not in the plan"
         ))));
     };
-    let run = snapshot.runs.get(milestone_id).cloned().unwrap_or_default();
-    let artifacts = snapshot
-        .artifacts
-        .get(milestone_id)
-        .cloned()
-        .unwrap_or_default();
     let subject = Subject {
         milestone_id,
         milestone: &milestone,

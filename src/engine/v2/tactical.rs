@@ -113,29 +113,35 @@ pub async fn plan_steps(
     let mut errors: Option<String> = None;
     let mut sampling = Sampling::Endpoint;
     for reask in 0..=cx.config.max_reasks {
-        let snapshot = cx.journal.snapshot().await;
-        let Some(milestone) = snapshot
-            .plan
-            .as_ref()
-            .and_then(|plan| plan.milestone(milestone_id))
-            .cloned()
-        else {
-            return Ok(Planned::Unusable {
-                reason: format!("milestone {milestone_id} is not in the plan"),
-            });
-        };
         let request = Request {
             milestone_id,
             ask,
             failure,
             errors: errors.as_deref(),
         };
-        let attempt = snapshot
-            .runs
-            .get(milestone_id)
-            .map_or(0, |run| run.tactical_calls)
-            + 1;
-        let input = tactical_input::input(cx, &request, &snapshot, &milestone);
+        // What the question needs, read under the journal's lock (no copy of the state).
+        let read = cx
+            .journal
+            .read(|state| {
+                let milestone = state
+                    .plan
+                    .as_ref()
+                    .and_then(|plan| plan.milestone(milestone_id))?
+                    .clone();
+                let attempt = state
+                    .runs
+                    .get(milestone_id)
+                    .map_or(0, |run| run.tactical_calls)
+                    + 1;
+                let input = tactical_input::input(cx, &request, state, &milestone);
+                Some((milestone, attempt, input))
+            })
+            .await;
+        let Some((milestone, attempt, input)) = read else {
+            return Ok(Planned::Unusable {
+                reason: format!("milestone {milestone_id} is not in the plan"),
+            });
+        };
         let turns = tactical_input::repair_turns(&request, &milestone);
         let question = Question {
             purpose: Purpose::Tactical,

@@ -15,22 +15,26 @@ use crate::engine::runtime::ports::Turn;
 pub(super) fn input(
     cx: &Attempt,
     request: &Request<'_>,
-    snapshot: &TaskState,
+    state: &TaskState,
     milestone: &Milestone,
 ) -> Value {
     let milestone_id = request.milestone_id;
-    let run = snapshot.runs.get(milestone_id).cloned().unwrap_or_default();
+    let observations: Vec<&Value> = state
+        .runs
+        .get(milestone_id)
+        .map(|run| run.observations.iter().rev().take(12).collect())
+        .unwrap_or_default();
     let dependency_artifacts: serde_json::Map<String, Value> = milestone
         .depends_on
         .iter()
         .filter_map(|dep| {
-            snapshot
+            state
                 .artifacts
                 .get(dep)
                 .map(|a| (dep.clone(), brief(&json!(a), 6000)))
         })
         .collect();
-    let mut remaining = snapshot
+    let mut remaining = state
         .ledger
         .as_ref()
         .map(|l| ledger::remaining(l, milestone_id))
@@ -49,7 +53,7 @@ pub(super) fn input(
         "repair": request.ask.repair_level(),
         "failure": request.failure,
         "current_steps": milestone.steps,
-        "observations": run.observations.iter().rev().take(12).collect::<Vec<_>>(),
+        "observations": observations,
         "validation_errors": request.errors,
     })
 }
