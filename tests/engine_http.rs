@@ -307,3 +307,34 @@ async fn a_check_naming_an_artifact_its_tools_do_not_produce_is_refused_then_fix
     assert_eq!(task["plan_version"], 1, "{task:#}");
     assert_eq!(task["result"]["passed"], serde_json::json!(["m1", "m2"]));
 }
+
+/// A plan that grants a tool twice and lists a required property twice in a schema check (the
+/// 1.5B planner wrote both live, and each was refused at every re-ask): the engine keeps each
+/// name once, so the first plan is accepted, stored tidied, and the task runs to a verified end.
+#[tokio::test]
+async fn a_plan_repeating_a_tool_or_a_required_name_is_tidied_not_refused() {
+    let stack = Stack::start("plan_repeated_names.json").await;
+    let id = stack
+        .submit("Which release of billing is deployed?", "v2", 50_000)
+        .await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    assert_eq!(task["result"]["verified"], true, "{task:#}");
+    let events = stack.events(&id).await;
+    assert!(
+        events.iter().all(|e| e["kind"] != "plan.refused"),
+        "{events:#?}"
+    );
+    let (_, plan) = stack.get(&format!("/v1/tasks/{id}/plans/1")).await;
+    assert_eq!(
+        plan["plan"]["milestones"][0]["tools"],
+        serde_json::json!(["lookup"]),
+        "{plan:#}"
+    );
+    assert_eq!(
+        plan["plan"]["milestones"][0]["accept"]["schema"]["required"],
+        serde_json::json!(["service", "version"]),
+        "{plan:#}"
+    );
+    stack.stop().await;
+}

@@ -76,6 +76,18 @@ async fn stored(journal: &Journal) -> Vec<(i64, String, String)> {
         .collect()
 }
 
+/// The checkpoint in the store's file (one task in it).
+async fn stored_checkpoint(path: &std::path::Path) -> TaskState {
+    let file = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .expect("open the file");
+    let state: String = sqlx::query_scalar("SELECT state FROM tasks")
+        .fetch_one(&file)
+        .await
+        .expect("the checkpoint");
+    serde_json::from_str(&state).expect("state")
+}
+
 fn step(note: &str, calls: u32) -> impl FnOnce(&mut TaskState) -> Result<(Record, ()), Halt> {
     let note = note.to_string();
     move |state: &mut TaskState| {
@@ -127,14 +139,7 @@ async fn staged_transitions_commit_with_the_next_record_in_order() {
         "one commit carried all three, in order, with the staged seqs"
     );
     // The checkpoint written with them is the state after all three (one task in the file).
-    let file = sqlx::SqlitePool::connect(&format!("sqlite://{}", file_guard.path.display()))
-        .await
-        .expect("open the file");
-    let state: String = sqlx::query_scalar("SELECT state FROM tasks")
-        .fetch_one(&file)
-        .await
-        .expect("the checkpoint");
-    let checkpoint: TaskState = serde_json::from_str(&state).expect("state");
+    let checkpoint = stored_checkpoint(&file_guard.path).await;
     assert_eq!(checkpoint.strategic_calls, 3);
 }
 
@@ -214,14 +219,7 @@ async fn half_a_transition_is_never_committed(first: EngineError, transient: boo
         vec![(3, kinds::ENGINE_STEP.to_string(), "a".to_string())],
         "only what was committed before the failure"
     );
-    let file = sqlx::SqlitePool::connect(&format!("sqlite://{}", file_guard.path.display()))
-        .await
-        .expect("open the file");
-    let state: String = sqlx::query_scalar("SELECT state FROM tasks")
-        .fetch_one(&file)
-        .await
-        .expect("the checkpoint");
-    let checkpoint: TaskState = serde_json::from_str(&state).expect("state");
+    let checkpoint = stored_checkpoint(&file_guard.path).await;
     assert_eq!(
         checkpoint.strategic_calls, 1,
         "the checkpoint of the last commit"

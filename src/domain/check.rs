@@ -137,6 +137,19 @@ impl Check {
             .collect()
     }
 
+    /// Repairs what a planner writes wrong without changing what the check means: in a schema
+    /// leaf, a `required` list naming a property twice (which JSON Schema's meta-schema
+    /// forbids, so the whole plan was refused, and which small models write: the 1.5B
+    /// planner's `"required": ["status", "body", ..., "status"]`) keeps each name once, in its
+    /// first place. Returns how many names it dropped.
+    pub fn tidy(&mut self) -> usize {
+        match self {
+            Check::Schema { schema, .. } => dedupe_lists(schema),
+            Check::All { checks } => checks.iter_mut().map(Check::tidy).sum(),
+            Check::Artifact { .. } | Check::Command { .. } | Check::Verifier { .. } => 0,
+        }
+    }
+
     /// Structural problems, phrased for the planner: empty names, a schema that does not
     /// compile, an empty `all`, nesting deeper than [`MAX_CHECK_DEPTH`].
     pub fn problems(&self) -> Vec<String> {
@@ -300,6 +313,38 @@ pub fn parse_verdict(output: &Value) -> Result<(bool, String), String> {
         Some("pass") => Ok((true, reason)),
         Some("fail") => Ok((false, reason)),
         _ => Err("verifier output has no \"verdict\" of \"pass\" or \"fail\"".into()),
+    }
+}
+
+/// Keywords whose value is data, not schema: nothing inside them is tidied.
+const DATA_KEYWORDS: [&str; 4] = ["const", "default", "examples", "enum"];
+
+/// [`Check::tidy`] on one schema, through every subschema. Returns the items dropped.
+fn dedupe_lists(schema: &mut Value) -> usize {
+    match schema {
+        Value::Object(map) => {
+            let mut dropped = 0;
+            for (key, value) in map.iter_mut() {
+                if let ("required", Value::Array(items)) = (key.as_str(), &mut *value) {
+                    let before = items.len();
+                    let mut seen: Vec<Value> = Vec::with_capacity(before);
+                    items.retain(|item| {
+                        let first = !seen.contains(item);
+                        if first {
+                            seen.push(item.clone());
+                        }
+                        first
+                    });
+                    dropped += before - items.len();
+                }
+                if !DATA_KEYWORDS.contains(&key.as_str()) {
+                    dropped += dedupe_lists(value);
+                }
+            }
+            dropped
+        }
+        Value::Array(items) => items.iter_mut().map(dedupe_lists).sum(),
+        _ => 0,
     }
 }
 

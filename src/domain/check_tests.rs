@@ -220,3 +220,39 @@ fn an_unmet_requirement_makes_the_verdict_a_fail_and_never_the_reverse() {
     let plain = serde_json::json!({"verdict": "pass", "reason": "ok"});
     assert!(parse_verdict(&plain).expect("a verdict").0);
 }
+
+#[test]
+fn tidy_keeps_each_required_name_once_and_leaves_data_alone() {
+    // What the 1.5B planner wrote (live run, `simple-weather`): refused three times before.
+    let mut written = check(json!({"type": "all", "checks": [
+        {"type": "schema", "artifact": "weather", "schema": {
+            "type": "object",
+            "required": ["status", "body", "headers", "url", "status_code", "headers", "body", "url"],
+            "properties": {
+                "body": {"type": "object", "required": ["temp", "temp"]},
+                "mode": {"enum": ["a", "a"], "default": {"required": ["x", "x"]}}
+            }
+        }},
+        {"type": "artifact", "name": "weather"}
+    ]}));
+    assert!(written.problems()[0].contains("invalid JSON Schema"));
+    assert_eq!(written.tidy(), 4);
+    assert!(written.problems().is_empty(), "{:?}", written.problems());
+    let Check::All { checks } = &written else {
+        panic!("still an all")
+    };
+    let Check::Schema { schema, .. } = &checks[0] else {
+        panic!("still a schema leaf")
+    };
+    assert_eq!(
+        schema["required"],
+        json!(["status", "body", "headers", "url", "status_code"])
+    );
+    assert_eq!(schema["properties"]["body"]["required"], json!(["temp"]));
+    assert_eq!(
+        schema["properties"]["mode"],
+        json!({"enum": ["a", "a"], "default": {"required": ["x", "x"]}}),
+        "data is not schema"
+    );
+    assert_eq!(written.tidy(), 0, "a tidy check stays as it is");
+}

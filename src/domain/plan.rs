@@ -95,6 +95,18 @@ pub struct Milestone {
     pub steps: Vec<Step>,
 }
 
+impl Milestone {
+    /// Repairs what a planner writes wrong without changing what the milestone means: a tool
+    /// granted twice is granted once (the 1.5B planner granted one milestone twenty tools, each
+    /// name several times, and every step it then wrote matched two branches of the tactical
+    /// answer schema and was refused), and its check is tidied ([`Check::tidy`]).
+    pub fn tidy(&mut self) {
+        let mut seen = BTreeSet::new();
+        self.tools.retain(|tool| seen.insert(tool.clone()));
+        self.accept.tidy();
+    }
+}
+
 /// The strategic planner's output, and the body of every plan version.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Plan {
@@ -142,7 +154,10 @@ impl Plan {
                 continue;
             }
             match serde_json::from_value::<Milestone>(item.clone()) {
-                Ok(milestone) => milestones.push(milestone),
+                Ok(mut milestone) => {
+                    milestone.tidy();
+                    milestones.push(milestone);
+                }
                 Err(err) => errors.push(PlanError::Malformed {
                     at,
                     message: super::validate::short(&err.to_string()),

@@ -163,8 +163,12 @@ fn one_of_names(names: &[&str]) -> Value {
 /// One step calling one of `tools`, with that tool's own argument schema; `expected_output`
 /// is asked for (required) in planned steps and allowed in the others.
 fn step(tools: &[&ToolSpec], expected_output: bool) -> Value {
+    // One branch per tool: a tool named twice would make every step that calls it valid under
+    // two branches of the `oneOf`, and so refused.
+    let mut seen = std::collections::BTreeSet::new();
     let shapes: Vec<Value> = tools
         .iter()
+        .filter(|tool| seen.insert(tool.name.as_str()))
         .map(|tool| {
             let mut properties = json!({
                 "id": {"type": "string", "minLength": 1, "maxLength": 40},

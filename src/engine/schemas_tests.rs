@@ -252,3 +252,12 @@ fn a_registry_where_some_tool_declares_nothing_keeps_any_name_open() {
     let parsed = Plan::from_value(&plan, 10).expect("parses");
     assert_eq!(validate(&parsed, &known), Ok(()));
 }
+
+#[test]
+fn a_tool_granted_twice_is_one_branch_of_the_tactical_schema() {
+    let specs = tools();
+    let twice: Vec<&ToolSpec> = vec![&specs[0], &specs[1], &specs[0]];
+    let step = json!({"steps": [{"id": "s1", "tool": "lookup", "args": {"query": "billing"},
+                                 "expected_output": "the owner"}]});
+    assert_eq!(valid(&tactical(&twice), &step), Ok(()));
+}
