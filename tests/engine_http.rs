@@ -338,3 +338,47 @@ async fn a_plan_repeating_a_tool_or_a_required_name_is_tidied_not_refused() {
     );
     stack.stop().await;
 }
+
+/// A step's result is staged, not committed on its own: before an artifact check (m1) it commits
+/// in one transaction with the check's decision; before a `command` check (m2-m4), which calls
+/// the runner tool, it is committed first and the decision in a later transaction.
+#[tokio::test]
+async fn a_step_result_commits_with_an_artifact_check_decision_and_before_a_command_check() {
+    let stack = Stack::start_pg("worked_example.json").await;
+    let id = stack.submit(WORKED_GOAL, "auto", 200_000).await;
+    assert_eq!(stack.finished(&id).await["status"], "succeeded");
+    let pool = sqlx::PgPool::connect(stack.pg_url().expect("postgres"))
+        .await
+        .expect("connect");
+    // (kind, milestone, decision, transaction) of every event, in seq order.
+    let rows: Vec<(String, Option<String>, Option<String>, String)> = sqlx::query_as(
+        "SELECT kind, data::jsonb->>'milestone', data::jsonb->>'decision', xmin::text \
+         FROM events WHERE task_id = $1::uuid ORDER BY seq",
+    )
+    .bind(&id)
+    .fetch_all(&pool)
+    .await
+    .expect("events");
+    pool.close().await;
+    for m in ["m1", "m2", "m3", "m4"] {
+        let of =
+            |row: &(String, Option<String>, Option<String>, String)| row.1.as_deref() == Some(m);
+        let passed = rows
+            .iter()
+            .position(|r| of(r) && r.0 == "monitor.decided" && r.2.as_deref() == Some("passed"))
+            .expect("passed");
+        let step = rows[..passed]
+            .iter()
+            .rposition(|r| of(r) && r.0 == "step.finished")
+            .expect("a step before the check");
+        let together = rows[step].3 == rows[passed].3;
+        assert_eq!(
+            together,
+            m == "m1",
+            "{m}: {:?} and {:?}",
+            rows[step],
+            rows[passed]
+        );
+    }
+    stack.stop().await;
+}

@@ -18,7 +18,9 @@ mod common;
 use cairn::domain::event::kinds;
 use cairn::domain::task::{DEFAULT_TENANT, Lease};
 use cairn::store::postgres::PgStore;
-use cairn::store::{CancelOutcome, ClaimParams, Commit, NewPlanVersion, Store};
+use cairn::store::{
+    CancelOutcome, Change, ClaimParams, Commit, NewArtifact, NewPlanVersion, Store,
+};
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use futures_util::future::join_all;
 use serde_json::json;
@@ -210,6 +212,112 @@ async fn two_changes_of_one_task_commit_in_order() {
         .expect("task");
     assert_eq!(task.last_seq, 8);
     db.drop_database().await;
+}
+
+/// The rows of `id` by table: (events, ledger entries, artifacts, plan versions).
+async fn rows_of(url: &str, id: uuid::Uuid) -> (i64, i64, i64, i64) {
+    let pool = sqlx::PgPool::connect(url).await.expect("connect");
+    let counts = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM events WHERE task_id = $1), \
+         (SELECT count(*) FROM ledger_entries WHERE task_id = $1), \
+         (SELECT count(*) FROM artifacts WHERE task_id = $1), \
+         (SELECT count(*) FROM plan_versions WHERE task_id = $1)",
+    )
+    .bind(id)
+    .fetch_one(&pool)
+    .await
+    .expect("count rows");
+    pool.close().await;
+    counts
+}
+
+#[tokio::test]
+async fn members_of_one_batch_with_different_rows_each_write_their_own() {
+    let db = common::TestPg::create().await;
+    let (store, leases) = claimed_tasks(&db.url).await;
+    let artifact = |name: &str| NewArtifact {
+        milestone_id: "m1".to_string(),
+        name: name.to_string(),
+        value: json!({ "name": name }),
+    };
+    let plan = NewPlanVersion {
+        version: 1,
+        reason: "initial".to_string(),
+        caused_by_seq: None,
+        plan: json!({ "milestones": [] }),
+    };
+    // Three batches of two, their members carrying different rows: events only; a ledger
+    // entry for one member, artifacts for the other; a plan version for one.
+    let shapes: [Vec<Change>; 3] = [
+        vec![events_only("a"), events_only("b")],
+        vec![
+            common::step_change("c"),
+            Change {
+                artifacts: vec![artifact("x"), artifact("y")],
+                ..events_only("d")
+            },
+        ],
+        vec![
+            Change {
+                plan_version: Some(plan),
+                ..events_only("e")
+            },
+            common::step_change("f"),
+        ],
+    ];
+    for (round, changes) in shapes.into_iter().enumerate() {
+        let members = &leases[round * 2..round * 2 + 2];
+        let before = store.group_stats();
+        let outcomes = join_all(
+            members
+                .iter()
+                .zip(changes)
+                .map(|(lease, change)| store.commit(lease, change, t0())),
+        )
+        .await;
+        for outcome in outcomes {
+            assert_eq!(
+                outcome.expect("commit"),
+                Commit::Applied {
+                    first_seq: 3,
+                    last_seq: 4
+                }
+            );
+        }
+        let after = store.group_stats();
+        assert_eq!(
+            after.statements - before.statements,
+            1,
+            "round {round}: one statement"
+        );
+    }
+    // task.created and task.claimed, then two events per change.
+    let expected = [
+        (4, 0, 0, 0),
+        (4, 0, 0, 0),
+        (4, 1, 0, 0),
+        (4, 0, 2, 0),
+        (4, 0, 0, 1),
+        (4, 1, 0, 0),
+    ];
+    for (lease, expected) in leases.iter().zip(expected) {
+        assert_eq!(rows_of(&db.url, lease.task_id).await, expected);
+    }
+    let written = store
+        .list_artifacts(DEFAULT_TENANT, leases[3].task_id)
+        .await
+        .expect("artifacts");
+    let names: Vec<&str> = written.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["x", "y"], "artifacts in the order made");
+    db.drop_database().await;
+}
+
+/// Two events and a checkpoint, no ledger entry.
+fn events_only(note: &str) -> Change {
+    Change {
+        ledger: Vec::new(),
+        ..common::step_change(note)
+    }
 }
 
 #[tokio::test]

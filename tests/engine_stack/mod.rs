@@ -180,6 +180,14 @@ impl Stack {
         }
     }
 
+    /// The Postgres database's URL, for a look at the rows (none on SQLite).
+    pub fn pg_url(&self) -> Option<&str> {
+        match &self.db {
+            Some(Db::Postgres(db)) => Some(&db.url),
+            _ => None,
+        }
+    }
+
     pub async fn stop(mut self) {
         if let Some(pool) = self.pool.take() {
             pool.shutdown(Duration::from_secs(5)).await;

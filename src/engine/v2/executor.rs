@@ -104,7 +104,7 @@ pub async fn run_next_step(cx: &Attempt, milestone_id: &str) -> Result<StepOutco
         spend: called.spend,
         answer: Answer::of(called),
     };
-    let (applied, outcome) = cx.journal.record(|state| commit(state, &executed)).await?;
+    let (applied, outcome) = cx.journal.stage(|state| commit(state, &executed)).await?;
     Ok(match outcome {
         // The constraint's event is the commit's last: the L3 points at it.
         StepOutcome::Constrained { failure } => StepOutcome::Constrained {

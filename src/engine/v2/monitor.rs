@@ -85,8 +85,12 @@ pub async fn check(cx: &Attempt, milestone_id: &str, cause: CheckCause) -> Resul
         run: &run,
         artifacts: &artifacts,
     };
-    // Command leaves call tools: nothing staged may wait past them.
-    cx.journal.flush().await?;
+    // Command leaves call tools: nothing staged may wait past them. A check that calls no tool
+    // (its artifacts alone, a verifier model) flushes nothing: the step's result before it
+    // commits with the check's decision and what follows.
+    if !milestone.accept.command_tools().is_empty() {
+        cx.journal.flush().await?;
+    }
     let (external, spends) = perform(cx, &subject).await;
     let evaluated = Evaluated {
         milestone_id,
