@@ -200,7 +200,7 @@ pub async fn execute(cx: &Attempt, call: Call<'_>) -> Result<Executed, Halt> {
                 args: args.clone(),
                 repeat,
             })
-            .await;
+            .await?;
         match called.reply {
             Ok(reply) => {
                 let failed = step_failed(reply.error.as_deref(), &reply.output);

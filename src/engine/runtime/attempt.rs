@@ -17,7 +17,7 @@ use super::ports::{
 use crate::domain::settings::EngineSettings;
 use crate::domain::task::Task;
 use crate::engine::prompts::Prompt;
-use crate::engine::{RunOutcome, StopSignal};
+use crate::engine::{Halt, RunOutcome, StopSignal};
 
 /// One question to a model: the prompt (a reviewable file, see [`crate::engine::prompts`]),
 /// the structured input, and the JSON Schema the answer must match (sent as
@@ -156,18 +156,20 @@ impl Attempt {
             .collect()
     }
 
-    /// Calls a tool with an idempotency identity `(milestone, step, attempt)`.
-    pub async fn call_tool(&self, call: ToolCall) -> Called {
+    /// Calls a tool, after committing whatever is staged: nothing staged waits past a tool
+    /// call (the journal's rule), whichever part of the engine makes it. `Err` is the flush's.
+    pub async fn call_tool(&self, call: ToolCall) -> Result<Called, Halt> {
+        self.journal.flush().await?;
         let started = Instant::now();
         let reply = self.tools.call(call).await;
-        Called {
+        Ok(Called {
             reply,
             spend: Spend {
                 tokens: 0,
                 tool_calls: 1,
                 wall_ms: elapsed_ms(started),
             },
-        }
+        })
     }
 
     /// Full schemas of the named tools, for the tactical prompt.

@@ -14,9 +14,9 @@
 //! its rows wait for the next commit, which carries every staged transition in order, in the
 //! same catalog of events (same kinds, same order, same seqs). What may come between a staged
 //! transition and its commit is only engine work and model calls, which change nothing outside;
-//! before every tool call the engine flushes ([`Journal::flush`]), and a terminal status is never
-//! staged, so nothing is acknowledged or done to the world on the strength of an uncommitted
-//! transition. A crash loses at most staged transitions, which the next attempt makes again from
+//! every tool call flushes first ([`Journal::flush`], from `Attempt::call_tool`), and a
+//! terminal status is never staged, so nothing is acknowledged or done to the world on the
+//! strength of an uncommitted transition. A crash loses at most staged transitions, which the next attempt makes again from
 //! the last commit, exactly as it would after a crash during a model call. A yielding run
 //! flushes before it hands the task back.
 //!

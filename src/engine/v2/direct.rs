@@ -245,8 +245,7 @@ async fn execute(cx: &Attempt, direct: &DirectState, step: &Step) -> Result<(), 
         .iter()
         .map(|s| (s.tool.as_str(), &s.args));
     let repeat = Repeat::among(&step.tool, &step.args, earlier);
-    // Nothing staged may wait past a tool call.
-    cx.journal.flush().await?;
+    // The call commits what is staged first.
     let called = cx
         .call_tool(ToolCall {
             task_id: cx.task().id,
@@ -254,7 +253,7 @@ async fn execute(cx: &Attempt, direct: &DirectState, step: &Step) -> Result<(), 
             args: step.args.clone(),
             repeat,
         })
-        .await;
+        .await?;
     let (ok, output, error) = match called.reply {
         Ok(reply) => (reply.error.is_none(), reply.output, reply.error),
         Err(error) => (false, Value::Null, Some(error.message)),

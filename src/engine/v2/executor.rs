@@ -87,8 +87,7 @@ pub async fn run_next_step(cx: &Attempt, milestone_id: &str) -> Result<StepOutco
     if let Err(reason) = check_contract(cx, &tools, &step) {
         return record_drift(cx, milestone_id, index, &step, reason).await;
     }
-    // Nothing staged may wait past a tool call.
-    cx.journal.flush().await?;
+    // The call commits what is staged first.
     let called = cx
         .call_tool(ToolCall {
             task_id: cx.task().id,
@@ -96,7 +95,7 @@ pub async fn run_next_step(cx: &Attempt, milestone_id: &str) -> Result<StepOutco
             args: step.args.clone(),
             repeat,
         })
-        .await;
+        .await?;
     let executed = Executed {
         milestone_id,
         index,

@@ -85,13 +85,10 @@ pub async fn check(cx: &Attempt, milestone_id: &str, cause: CheckCause) -> Resul
         run: &run,
         artifacts: &artifacts,
     };
-    // Command leaves call tools: nothing staged may wait past them. A check that calls no tool
-    // (its artifacts alone, a verifier model) flushes nothing: the step's result before it
+    // A command leaf's runner call commits what is staged first; a check that calls no tool
+    // (its artifacts alone, a verifier model) commits nothing: the step's result before it
     // commits with the check's decision and what follows.
-    if !milestone.accept.command_tools().is_empty() {
-        cx.journal.flush().await?;
-    }
-    let (external, spends) = perform(cx, &subject).await;
+    let (external, spends) = perform(cx, &subject).await?;
     let evaluated = Evaluated {
         milestone_id,
         cause,
@@ -122,13 +119,13 @@ type Performed = (BTreeMap<usize, ExternalResult>, Vec<(&'static str, Spend)>);
 
 /// Performs the leaves a program cannot evaluate from the artifacts: `command` leaves through
 /// the runner tool, `verifier` leaves through the verifier model.
-async fn perform(cx: &Attempt, subject: &Subject<'_>) -> Performed {
+async fn perform(cx: &Attempt, subject: &Subject<'_>) -> Result<Performed, Halt> {
     let mut external = BTreeMap::new();
     let mut spends = Vec::new();
     for (index, leaf) in subject.milestone.accept.leaves().into_iter().enumerate() {
         let (source, result, spend) = match leaf {
             Check::Command { tool, args, .. } => {
-                let (result, spend) = command(cx, subject, index, tool, args).await;
+                let (result, spend) = command(cx, subject, index, tool, args).await?;
                 ("check", result, spend)
             }
             Check::Verifier { prompt } => {
@@ -140,7 +137,7 @@ async fn perform(cx: &Attempt, subject: &Subject<'_>) -> Performed {
         spends.push((source, spend));
         external.insert(index, result);
     }
-    (external, spends)
+    Ok((external, spends))
 }
 
 async fn command(
@@ -149,7 +146,7 @@ async fn command(
     index: usize,
     tool: &str,
     args: &Value,
-) -> (ExternalResult, Spend) {
+) -> Result<(ExternalResult, Spend), Halt> {
     let called = cx
         .call_tool(ToolCall {
             task_id: cx.task().id,
@@ -163,7 +160,7 @@ async fn command(
                 claim: u32::try_from(cx.task().attempts).unwrap_or(0),
             },
         })
-        .await;
+        .await?;
     let result = match called.reply {
         Ok(reply) => match reply.error {
             Some(error) => ExternalResult::Unavailable(error),
@@ -171,7 +168,7 @@ async fn command(
         },
         Err(error) => ExternalResult::Unavailable(error.message),
     };
-    (result, called.spend)
+    Ok((result, called.spend))
 }
 
 async fn verifier(cx: &Attempt, subject: &Subject<'_>, prompt: &str) -> (ExternalResult, Spend) {
