@@ -103,7 +103,18 @@ pub async fn run_next_step(cx: &Attempt, milestone_id: &str) -> Result<StepOutco
         spend: called.spend,
         answer: Answer::of(called),
     };
-    let (applied, outcome) = cx.journal.stage(|state| commit(state, &executed)).await?;
+    // A side effect goes on the record at once: its step, its charge and what it changed stay in
+    // the books and the events even if the task is cancelled before the next commit. A read's
+    // result is staged: lost to a crash or a cancel, it costs only the read again.
+    let writes = cx
+        .specs
+        .get(&step.tool)
+        .is_some_and(|spec| spec.side_effects);
+    let (applied, outcome) = if writes {
+        cx.journal.record(|state| commit(state, &executed)).await?
+    } else {
+        cx.journal.stage(|state| commit(state, &executed)).await?
+    };
     Ok(match outcome {
         // The constraint's event is the commit's last: the L3 points at it.
         StepOutcome::Constrained { failure } => StepOutcome::Constrained {
