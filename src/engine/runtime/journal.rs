@@ -16,9 +16,9 @@
 //! transition and its commit is only engine work and model calls, which change nothing outside;
 //! every tool call flushes first ([`Journal::flush`], from `Attempt::call_tool`), and a
 //! terminal status is never staged, so nothing is acknowledged or done to the world on the
-//! strength of an uncommitted transition. A crash loses at most staged transitions, which the next attempt makes again from
-//! the last commit, exactly as it would after a crash during a model call. A yielding run
-//! flushes before it hands the task back.
+//! strength of an uncommitted transition. A crash loses at most staged transitions, which the
+//! next attempt makes again from the last commit, exactly as it would after a crash during a
+//! model call. A yielding run flushes before it hands the task back.
 //!
 //! A staged transition's seqs are known before its commit: only the lease holder appends to a
 //! task's events (a cancel or a requeue in between makes the commit `LeaseLost`), so they follow

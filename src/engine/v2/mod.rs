@@ -15,11 +15,11 @@
 //! [`Journal`](crate::engine::runtime::checkpoint::Journal): its event(s), its ledger entries,
 //! its artifacts, a plan version when the plan changed, and the checkpoint the next attempt
 //! resumes from. The transitions nothing external follows (the gate decision, the accepted
-//! plan, a milestone's start, a read-only step's result, a check's decision, the verifier's verdict) are
-//! staged and share the next commit; every tool call (`Attempt::call_tool`) and every yield is
-//! preceded by a flush. Models and tools
-//! are reached through [`ports`](crate::engine::runtime::ports), so the engine's decisions are
-//! tested with fakes as well as against the simulator.
+//! plan, a milestone's start, a read-only step's result, a check's decision, the verifier's
+//! verdict) are staged and share the next commit; every tool call (`Attempt::call_tool`) and
+//! every yield is preceded by a flush. Models and tools are reached through
+//! [`ports`](crate::engine::runtime::ports), so the engine's decisions are tested with fakes as
+//! well as against the simulator.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
