@@ -14,7 +14,8 @@
 //!
 //! usage: `cargo bench --bench orchestration -- [TASKS] [STEPS] [CONCURRENCY] [SHAPE]`, or the
 //! env variables `TASKS`, `STEPS`, `CONCURRENCY`, `SHAPE` (defaults 200 8 8 one_milestone);
-//! `KEEP_DB=1` keeps the benchmark's database instead of dropping it. `WIRE=1` puts a counting
+//! `KEEP_DB=1` keeps the benchmark's database instead of dropping it; `PRESUBMIT=1` creates every
+//! task before the clock starts. `WIRE=1` puts a counting
 //! relay between the stack and Postgres ([`support::wire`]) and reports round trips and
 //! statements per step; such a run counts, its time is not comparable (the relay is a hop).
 //! Every run reports the write transactions per step (the distinct `xmin` of the event rows).
@@ -75,6 +76,48 @@ fn params() -> Params {
     }
 }
 
+/// What a run starts with: the stack, the clock's start, the cluster's next xid at that
+/// moment, and the submitter still running (none with `PRESUBMIT=1`).
+type Started = (
+    Stack,
+    Instant,
+    i64,
+    Option<tokio::task::JoinHandle<Vec<cairn::domain::task::TaskId>>>,
+);
+
+/// Starts the stack and the clock. By default the tasks are submitted one at a time while the
+/// workers run; `PRESUBMIT=1` creates every task before the clock starts and before any worker
+/// runs, to price what the creations' transactions cost the run.
+async fn start_run(
+    p: &Params,
+    config: &cairn::config::Config,
+    model: Arc<ZeroModel>,
+    observer: &sqlx::PgPool,
+) -> Started {
+    let tools = Arc::new(NoopTools { hold: None });
+    if std::env::var_os("PRESUBMIT").is_some() {
+        let store = cairn::server::open_migrated(config)
+            .await
+            .expect("open the store");
+        stack::submit(store.as_ref(), p.tasks).await;
+        let xid_before = stack::next_xid(observer).await;
+        let t0 = Instant::now();
+        return (
+            Stack::start_on(config, store, model, tools),
+            t0,
+            xid_before,
+            None,
+        );
+    }
+    let stack = Stack::start(config, model, tools).await;
+    let xid_before = stack::next_xid(observer).await;
+    let t0 = Instant::now();
+    let store = stack.store.clone();
+    let tasks = p.tasks;
+    let submitting = tokio::spawn(async move { stack::submit(store.as_ref(), tasks).await });
+    (stack, t0, xid_before, Some(submitting))
+}
+
 #[tokio::main]
 async fn main() {
     let p = params();
@@ -92,16 +135,11 @@ async fn main() {
         shape: p.shape,
         steps: p.steps,
     });
-    let stack = Stack::start(&config, model, Arc::new(NoopTools { hold: None })).await;
     let observer = stack::observer(&db).await;
+    let (stack, t0, xid_before, submitting) = start_run(&p, &config, model, &observer).await;
 
     let wire_before = wire.as_ref().map(|wire| wire.counts.tally());
     let statements_before = wire.as_ref().map(|wire| wire.counts.statements());
-    let xid_before = stack::next_xid(&observer).await;
-    let t0 = Instant::now();
-    let store = stack.store.clone();
-    let tasks = p.tasks;
-    let submitting = tokio::spawn(async move { stack::submit(store.as_ref(), tasks).await });
     let all = p.tasks as i64;
     let done = stack::wait_until(
         &observer,
@@ -112,7 +150,9 @@ async fn main() {
     )
     .await;
     let wall = done.duration_since(t0).as_secs_f64();
-    submitting.await.expect("submitter");
+    if let Some(submitting) = submitting {
+        submitting.await.expect("submitter");
+    }
     let xids = stack::next_xid(&observer).await - xid_before;
     let wire_after = wire.as_ref().map(|wire| wire.counts.tally());
     let statements_after = wire.as_ref().map(|wire| wire.counts.statements());
