@@ -14,6 +14,7 @@ each run's wall ms/step as the run itself reports it. Nothing here asserts a spe
 
 Why: on a machine where both are CPU-bound, the ratio of wall times cannot exceed the ratio of
 the CPU each spends per step for long; this says what that ratio is."""
+import importlib.util
 import os
 import re
 import resource
@@ -22,35 +23,12 @@ import sys
 import tempfile
 
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def postgres_ticks():
-    total = 0
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                rest = f.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{pid}/comm") as f:
-                comm = f.read().strip()
-        except OSError:
-            continue
-        if comm != "postgres":
-            continue
-        total += int(rest[11]) + int(rest[12])
-        # A backend's reaped children are nobody's; the postmaster's are the ended backends.
-        if rest[1] == "1" or not is_postgres(rest[1]):
-            total += int(rest[13]) + int(rest[14])
-    return total
-
-
-def is_postgres(pid):
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip() == "postgres"
-    except OSError:
-        return False
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The whole local Postgres cluster's CPU, counted as scripts/bench-cpu.py counts it.
+_spec = importlib.util.spec_from_file_location("bench_cpu", os.path.join(ROOT, "scripts", "bench-cpu.py"))
+bench_cpu = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_cpu)
+postgres_ticks = bench_cpu.postgres_ticks
 
 
 def measured(argv, env=None):
@@ -81,9 +59,8 @@ def main():
     args = [int(a) for a in sys.argv[2:6]]
     rounds, tasks, steps, conc = args + [3, 200, 8, 8][len(args):]
     small = max(1, tasks // 10)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     peers = os.environ.get("PEERS") or next(
-        (p for p in (os.path.join(root, "..", "shared", "bench", "peers"), "/work/shared/bench/peers")
+        (p for p in (os.path.join(ROOT, "..", "shared", "bench", "peers"), "/work/shared/bench/peers")
          if os.path.exists(os.path.join(p, "run.sh"))), None)
     if peers is None:
         sys.exit("peers not found; set PEERS")
