@@ -31,11 +31,11 @@ _spec.loader.exec_module(bench_cpu)
 postgres_ticks = bench_cpu.postgres_ticks
 
 
-def measured(argv, env=None):
+def measured(argv):
     """(own CPU s, Postgres CPU s, wall ms/step as printed) of one run of argv."""
     before_pg = postgres_ticks()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run(argv, check=True, capture_output=True, text=True, env=env).stdout
+    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     after_pg = postgres_ticks()
     own = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
