@@ -4,7 +4,11 @@ FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+COPY crates ./crates
 COPY migrations ./migrations
+# The root manifest names the benchmarks; none is built into the image, but cargo reads
+# their files when it loads the manifest.
+COPY benches ./benches
 RUN cargo build --release --locked && cp target/release/cairn /usr/local/bin/cairn
 
 # Runtime stage: a small image with the binary, TLS roots and curl for the health check.

@@ -5,7 +5,7 @@
 
 Reads a live trace (`cairn eval --live` writes trace.jsonl: one judged call per line) and
 counts, over the calls that choose what to do (step lists, act-loop rounds, v1's list) and
-are fresh (not an act-loop round right after an invented one, as src/eval/invent_fit.rs
+are fresh (not an act-loop round right after an invented one, as crates/cairn-eval/src/invent_fit.rs
 counts them), how often the call invented (another tool, invented arguments, or a step
 already done), split as the world's `Fresh` states are:
 

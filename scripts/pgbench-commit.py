@@ -7,7 +7,7 @@ Creates a scratch database (`cairn_pgbench_commit`, dropped at the end), applies
 migrations/postgres/*.sql, inserts 64 running tasks and a 2.8 KB JSON checkpoint, then runs
 each variant with `pgbench -n -M prepared -c CLIENTS -j 2 -t N` and prints the local Postgres
 cluster's CPU per transaction (every `postgres` process, as scripts/bench-cpu.py counts it) and
-pgbench's tps, medians of ROUNDS alternating rounds with their ranges. The commit statement is read from src/store/postgres/commit.rs and given literal
+pgbench's tps, medians of ROUNDS alternating rounds with their ranges. The commit statement is read from crates/cairn/src/store/postgres/commit.rs and given literal
 arrays: K tasks per transaction, each with two events, a ledger entry and an artifact, as a step
 of the orchestration bench's one_milestone shape writes. Run it on a quiet machine; read the
 variants against each other, alternating rounds if in doubt. Docs: docs/benchmarks.md."""
@@ -30,7 +30,7 @@ EVENT_DATA = ["'{\"milestone\": \"m1\",\"unit\": \"tool_calls\",\"amount\": 1}'"
 
 
 def commit_statement():
-    with open(os.path.join(ROOT, "src", "store", "postgres", "commit.rs")) as f:
+    with open(os.path.join(ROOT, "crates", "cairn", "src", "store", "postgres", "commit.rs")) as f:
         source = f.read()
     text = re.search(r'const COMMIT: &str = "(.*?)";', source, re.S).group(1)
     return re.sub(r"\s+", " ", text.replace("\\\n", "").replace("\\", ""))

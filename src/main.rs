@@ -97,7 +97,7 @@ enum Command {
         /// `guess_success=0.3,0.5,0.7`, and chart verified success per strategy against it
         /// (sweep.md, sweep.json, sweep.svg under --out).
         #[arg(long)]
-        sweep: Option<cairn::eval::sweep::Sweep>,
+        sweep: Option<cairn_eval::sweep::Sweep>,
         /// Keep the runs already recorded in --out (runs.jsonl) and run only the rest of the
         /// matrix, then report on all of them; refused when the suite, model or prompts
         /// differ from those the recorded runs used.
@@ -217,7 +217,7 @@ struct EvalArgs {
     database_url: Option<String>,
     workers: Option<usize>,
     live: Option<(Option<PathBuf>, u64, Option<String>)>,
-    sweep: Option<cairn::eval::sweep::Sweep>,
+    sweep: Option<cairn_eval::sweep::Sweep>,
     resume: bool,
     max_runs: Option<usize>,
 }
@@ -233,22 +233,22 @@ fn eval(args: EvalArgs) -> ExitCode {
         let live = match &args.live {
             Some((config, run_wall_s, purposes)) => {
                 let _guard = runtime.enter();
-                let mut live = cairn::wiring::eval::live_model(
+                let mut live = cairn_eval::compose::live_model(
                     config.as_deref(),
                     run_wall_s.saturating_mul(1000),
                 )?;
                 live.live_for = purposes
                     .as_deref()
-                    .map(cairn::eval::routed::parse_purposes)
+                    .map(cairn_eval::routed::parse_purposes)
                     .transpose()?;
                 Some(live)
             }
             None => None,
         };
         let default_workers = if live.is_some() { 1 } else { 8 };
-        let params = cairn::eval::runner::EvalParams {
+        let params = cairn_eval::runner::EvalParams {
             suite: args.suite,
-            strategies: cairn::eval::runner::parse_strategies(&args.strategies)?,
+            strategies: cairn_eval::runner::parse_strategies(&args.strategies)?,
             repeat: args.repeat,
             out: args.out,
             database_url: args.database_url,
@@ -261,10 +261,10 @@ fn eval(args: EvalArgs) -> ExitCode {
         };
         match &args.sweep {
             Some(sweep) => {
-                runtime.block_on(cairn::wiring::eval::sweep(&params, sweep))?;
+                runtime.block_on(cairn_eval::compose::sweep(&params, sweep))?;
             }
             None => {
-                runtime.block_on(cairn::wiring::eval::evaluate(&params))?;
+                runtime.block_on(cairn_eval::compose::evaluate(&params))?;
             }
         }
         Ok(())

@@ -213,10 +213,10 @@ fn cairn_eval_runs_the_small_suite_and_reports_it() {
 fn small_reactive_v2(
     out: &std::path::Path,
     database_url: Option<String>,
-) -> cairn::eval::runner::EvalParams {
-    cairn::eval::runner::EvalParams {
+) -> cairn_eval::runner::EvalParams {
+    cairn_eval::runner::EvalParams {
         suite: "suites/small".into(),
-        strategies: cairn::eval::runner::parse_strategies("reactive,v2").expect("strategies"),
+        strategies: cairn_eval::runner::parse_strategies("reactive,v2").expect("strategies"),
         repeat: 1,
         out: out.to_path_buf(),
         database_url,
@@ -234,7 +234,7 @@ async fn cairn_eval_runs_on_postgres_too() {
     let pg = common::TestPg::create().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let params = small_reactive_v2(dir.path(), Some(pg.url.clone()));
-    let report = cairn::wiring::eval::evaluate(&params).await.expect("eval");
+    let report = cairn_eval::compose::evaluate(&params).await.expect("eval");
     assert_eq!(report.records.len(), 5 * 2);
     let pipeline = report
         .records
@@ -415,7 +415,7 @@ fn next_sitting(from: &std::path::Path) -> tempfile::TempDir {
 async fn a_resumed_evaluation_runs_only_what_is_owed_and_reports_on_all_runs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut params = small_reactive_v2(dir.path(), None);
-    let first = cairn::wiring::eval::evaluate(&params).await.expect("eval");
+    let first = cairn_eval::compose::evaluate(&params).await.expect("eval");
     assert_eq!(first.records.len(), 10);
     let lines = |dir: &tempfile::TempDir| {
         std::fs::read_to_string(dir.path().join("runs.jsonl"))
@@ -432,7 +432,7 @@ async fn a_resumed_evaluation_runs_only_what_is_owed_and_reports_on_all_runs() {
     params.repeat = 2;
     params.resume = true;
     params.max_runs = Some(4);
-    let partial = cairn::wiring::eval::evaluate(&params)
+    let partial = cairn_eval::compose::evaluate(&params)
         .await
         .expect("partial eval");
     assert_eq!((partial.records.len(), partial.planned_runs), (14, 20));
@@ -440,7 +440,7 @@ async fn a_resumed_evaluation_runs_only_what_is_owed_and_reports_on_all_runs() {
     let dir = next_sitting(dir.path());
     params.out = dir.path().to_path_buf();
     params.max_runs = None;
-    let resumed = cairn::wiring::eval::evaluate(&params)
+    let resumed = cairn_eval::compose::evaluate(&params)
         .await
         .expect("resumed eval");
     assert_eq!(resumed.records.len(), 20);
@@ -457,7 +457,7 @@ async fn a_resumed_evaluation_runs_only_what_is_owed_and_reports_on_all_runs() {
     // Nothing owed: no run, the same report.
     let dir = next_sitting(dir.path());
     params.out = dir.path().to_path_buf();
-    let again = cairn::wiring::eval::evaluate(&params)
+    let again = cairn_eval::compose::evaluate(&params)
         .await
         .expect("nothing owed");
     assert_eq!(lines(&dir), 20);
@@ -468,7 +468,7 @@ async fn a_resumed_evaluation_runs_only_what_is_owed_and_reports_on_all_runs() {
     let dir = next_sitting(dir.path());
     params.out = dir.path().to_path_buf();
     params.overrides = vec![("guess_success".parse().expect("param"), 0.1)];
-    let refused = cairn::wiring::eval::evaluate(&params)
+    let refused = cairn_eval::compose::evaluate(&params)
         .await
         .expect_err("refused");
     assert!(

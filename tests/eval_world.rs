@@ -18,10 +18,10 @@ use std::sync::Arc;
 use cairn::domain::task::{DEFAULT_TENANT, NewTask, Strategy};
 use cairn::engine::runtime::ports::{ModelCall, ModelPort, Purpose, Repeat, ToolCall, ToolPort};
 use cairn::engine::runtime::receipted::Receipted;
-use cairn::eval::suite::{Category, Suite, SuiteError};
-use cairn::eval::world::{META_KEY, StepJudged, Verdict, World};
 use cairn::store::Store;
 use cairn::store::sqlite::SqliteStore;
+use cairn_eval::suite::{Category, Suite, SuiteError};
+use cairn_eval::world::{META_KEY, StepJudged, Verdict, World};
 use serde_json::{Value, json};
 
 #[test]
@@ -238,14 +238,14 @@ async fn a_real_answer_is_judged_against_the_ground_truth_as_it_stands() {
         vec![step(Verdict::WrongArgs, true), step(Verdict::Next, false)]
     );
     assert!(next.steps.is_empty(), "one move has no list");
-    let calibration = cairn::eval::trace::calibrate(&[next, later, wrong, stop, list]);
+    let calibration = cairn_eval::trace::calibrate(&[next, later, wrong, stop, list]);
     assert_eq!(calibration.calls, 5);
     assert_eq!(calibration.kinds[0].kind, "tactical/reactive");
     assert_eq!(calibration.kinds[0].stop, 1);
 }
 
 /// In an evaluation the world's tools sit behind the receipts a deployment's tool client keeps
-/// (`cairn::wiring::eval`): a repair that lists a done write again gets the first answer, and
+/// (`cairn_eval::compose`): a repair that lists a done write again gets the first answer, and
 /// the world performs the write once; a read, or a write with other arguments, reaches it.
 #[tokio::test]
 async fn behind_receipts_the_world_performs_an_identical_write_once() {

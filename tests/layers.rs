@@ -1,4 +1,4 @@
-//! The floors of `src/` (ARCHITECTURE §4), checked from the source text: every `crate::x`
+//! The floors of the product library, `crates/cairn/src/` (docs/architecture.md), checked from the source text: every `crate::x`
 //! path (in `use` lines, `use crate::{a, b}` groups and inline paths, doc links included) of a
 //! top-level module must name a module it is allowed to import. A forbidden import fails this
 //! test with the file and the path, and so does any import cycle between top-level modules.
@@ -24,7 +24,7 @@ const FLOORS: &[(&str, &[&str])] = &[
     ("llm", &["domain", "clock", "schema", "secret"]),
     ("store", &["domain", "clock", "schema", "secret"]),
     ("tools", &["domain", "clock", "schema", "secret", "store"]),
-    // The engine: never sim, eval, http, config, wiring.
+    // The engine: never sim, http, config, wiring (nor the evaluation crate).
     (
         "engine",
         &[
@@ -35,7 +35,7 @@ const FLOORS: &[(&str, &[&str])] = &[
         "worker",
         &["domain", "clock", "schema", "secret", "store", "engine"],
     ),
-    // The simulator uses ports only; the evaluation may drive engines and the worker pool.
+    // The simulator uses ports only.
     (
         "sim",
         &[
@@ -43,16 +43,9 @@ const FLOORS: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "eval",
-        &[
-            "domain", "clock", "schema", "secret", "llm", "store", "tools", "engine", "worker",
-        ],
-    ),
-    (
         "http",
         &[
             "domain", "clock", "schema", "secret", "llm", "store", "tools", "engine", "worker",
-            "eval",
         ],
     ),
     // Config composes every module's own settings type; it never reaches into the engine.
@@ -67,20 +60,21 @@ const FLOORS: &[(&str, &[&str])] = &[
         "wiring",
         &[
             "domain", "clock", "schema", "secret", "llm", "store", "tools", "engine", "worker",
-            "sim", "eval", "http", "config",
+            "sim", "http", "config",
         ],
     ),
     (
         "server",
         &[
             "domain", "clock", "schema", "secret", "llm", "store", "tools", "engine", "worker",
-            "sim", "eval", "http", "config", "wiring",
+            "sim", "http", "config", "wiring",
         ],
     ),
 ];
 
+/// The product library's sources.
 fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/cairn/src")
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -265,4 +259,48 @@ fn looks_like_kind(value: &str) -> bool {
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
     };
     matches!(value.split_once('.'), Some((noun, verb)) if word(noun) && word(verb))
+}
+
+/// The product library holds only the product: it neither depends on nor names the
+/// evaluation crate, and the evaluation's world never reaches into the product's simulator
+/// (two simulators, two purposes: docs/architecture.md, "Two simulators").
+#[test]
+fn the_product_imports_no_evaluation_code_and_the_world_no_simulator() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("crates/cairn/Cargo.toml")).expect("read");
+    assert!(
+        !manifest.contains("cairn-eval"),
+        "crates/cairn/Cargo.toml depends on the evaluation crate"
+    );
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let product: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            std::fs::read_to_string(f)
+                .expect("read")
+                .contains("cairn_eval")
+        })
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(product.is_empty(), "evaluation code named in: {product:?}");
+    let mut eval_files = Vec::new();
+    rust_files(&root.join("crates/cairn-eval/src"), &mut eval_files);
+    assert!(
+        eval_files.len() > 10,
+        "the evaluation crate's sources were not found"
+    );
+    let reaching: Vec<String> = eval_files
+        .iter()
+        .filter(|f| {
+            std::fs::read_to_string(f)
+                .expect("read")
+                .contains("cairn::sim")
+        })
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(
+        reaching.is_empty(),
+        "the evaluation world uses the simulator: {reaching:?}"
+    );
 }

@@ -1,0 +1,29 @@
+//! The SQLite migrations, compiled into the binary (sqlx's `migrate!` macro is not available),
+//! so `cairn serve` can create its file on a fresh machine from the executable alone.
+
+use sqlx::migrate::Migrator;
+
+use crate::store::migrations::{self, Embedded};
+
+/// `(version, description, sql)`, in order. Append new files here; never edit an applied one.
+const MIGRATIONS: Embedded = &[
+    (
+        1,
+        "initial",
+        include_str!("../../../../../migrations/sqlite/0001_initial.sql"),
+    ),
+    (
+        2,
+        "api keys",
+        include_str!("../../../../../migrations/sqlite/0002_api_keys.sql"),
+    ),
+    (
+        3,
+        "running tasks per tenant",
+        include_str!("../../../../../migrations/sqlite/0003_running_per_tenant.sql"),
+    ),
+];
+
+pub(super) fn migrator() -> Migrator {
+    migrations::migrator(MIGRATIONS)
+}

@@ -1,0 +1,82 @@
+//! The one composition root: [`Config`] -> store, clients, engines, dispatch.
+//!
+//! Only this module (with `server` and `main`) reads the whole configuration. It builds one set
+//! of model and tool clients (the in-process simulator when no model is configured, see
+//! [`clients`]), puts the engine ports over them, and hands every strategy's engines to the one
+//! [`Dispatch`]: the real tools for ordinary tasks, the sandboxed tools for shadow copies, the
+//! rollout for `auto`. So the figures of every strategy stay comparable.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+use crate::engine::Engine;
+use crate::engine::baselines::BaselineConfig;
+use crate::engine::dispatch::{Dispatch, Engines};
+use crate::engine::minimal::MinimalEngine;
+use crate::engine::rollout::Rollout;
+use crate::engine::runtime::adapters::{ClientTools, LlmModels};
+use crate::engine::runtime::ports::{ModelPort, ToolPort};
+use crate::engine::runtime::sandbox::ShadowTools;
+use crate::store::Store;
+use crate::tools::{ReceiptStore, StoreReceipts, ToolClient};
+use crate::worker::PoolParams;
+
+pub mod clients;
+
+pub use clients::{Clients, WiringError};
+
+/// Builds the serving engine; errors name what is misconfigured.
+pub fn engine(
+    config: &Config,
+    store: Arc<dyn Store>,
+    rollout: Arc<Rollout>,
+) -> Result<Arc<dyn Engine>, String> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let clients = Clients::from_config(config).map_err(|e| e.to_string())?;
+    let receipts: Arc<dyn ReceiptStore> = Arc::new(StoreReceipts(store));
+    let models: Arc<dyn ModelPort> = Arc::new(LlmModels::new(clients.llm));
+    let live = ToolClient::new(clients.tools.clone(), Some(receipts), clock);
+    let sandboxed: Arc<dyn ToolPort> =
+        Arc::new(ShadowTools::new(&live).map_err(|e| e.to_string())?);
+    let tools: Arc<dyn ToolPort> = Arc::new(ClientTools::new(live));
+    let engines = |tools| {
+        Engines::new(
+            models.clone(),
+            tools,
+            config.engine.clone(),
+            BaselineConfig::default(),
+        )
+    };
+    let dispatch = Dispatch::new(engines(tools), engines(sandboxed), rollout);
+    Ok(Arc::new(if config.test_minimal_engine {
+        tracing::warn!(
+            "CAIRN_TEST_MINIMAL_ENGINE is set: tasks with engine_steps run on the test engine"
+        );
+        dispatch.with_test_engine(Arc::new(MinimalEngine::default()))
+    } else {
+        dispatch
+    }))
+}
+
+/// A worker pool over `store` and `engine` with the configuration's timings.
+pub fn pool_params(
+    config: &Config,
+    store: Arc<dyn Store>,
+    engine: Arc<dyn Engine>,
+    clock: Arc<dyn Clock>,
+    worker_id: String,
+) -> PoolParams {
+    PoolParams {
+        store,
+        engine,
+        clock,
+        worker_id,
+        workers: config.workers,
+        max_running_per_tenant: std::num::NonZeroU32::new(config.max_running_per_tenant),
+        lease_ttl: Duration::from_millis(config.lease_ttl_ms),
+        heartbeat: Duration::from_millis(config.heartbeat_ms),
+        poll_interval: Duration::from_millis(config.poll_interval_ms),
+    }
+}
