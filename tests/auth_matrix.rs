@@ -21,7 +21,8 @@ mod support;
 use std::sync::Arc;
 
 use cairn::clock::Clock;
-use cairn::http::auth::{Access, AuthMode, AuthSetting, access, start_mode};
+use cairn::http::auth::{Access, AuthMode, access};
+use cairn::http::auth_start::{AuthSetting, start_mode};
 use cairn::store::Store;
 use cairn::store::keys::Scope;
 use serde_json::Value;

@@ -9,11 +9,13 @@
     clippy::disallowed_methods
 )]
 
-use cairn::domain::check::Check;
-use cairn::domain::fingerprint;
 use cairn::domain::ledger::{Ledger, LedgerMovement, LedgerPolicy, MovementKind, PerUnit, Unit};
+use cairn::domain::plan::check::Check;
+use cairn::domain::plan::error::PlanError;
+use cairn::domain::plan::fingerprint;
+use cairn::domain::plan::known::KnownTools;
+use cairn::domain::plan::validate::validate;
 use cairn::domain::plan::{Milestone, MilestoneStatus, Plan, Step, StepStatus};
-use cairn::domain::validate::{KnownTools, PlanError, validate};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -384,12 +386,12 @@ proptest! {
         for m in old.milestones.iter_mut().take(cut) {
             m.status = MilestoneStatus::Done;
         }
-        let merged = cairn::domain::validate::carry_over(&old, &plan).unwrap();
+        let merged = cairn::domain::plan::validate::carry_over(&old, &plan).unwrap();
         prop_assert_eq!(&merged, &old);
         if cut > 0 {
             let mut dropped = plan.clone();
             dropped.milestones.remove(0);
-            prop_assert!(cairn::domain::validate::carry_over(&old, &dropped).is_err());
+            prop_assert!(cairn::domain::plan::validate::carry_over(&old, &dropped).is_err());
         }
     }
 }
@@ -399,7 +401,7 @@ proptest! {
     fn the_repair_ladder_always_terminates_within_its_limits(
         failures in proptest::collection::vec((0usize..7, 0usize..3, proptest::collection::vec(0u8..4, 1..5)), 1..40),
     ) {
-        use cairn::domain::fingerprint::Fingerprint;
+        use cairn::domain::plan::fingerprint::Fingerprint;
         use cairn::domain::repair::*;
         let limits = RepairLimits::default();
         let mut history = RepairHistory::default();

@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 use cairn::domain::settings::EngineSettings;
 use cairn::domain::task::{Strategy, TaskStatus};
+use cairn::engine::planner::V2Engine;
 use cairn::engine::runtime::ports::{Purpose, Sampling, Speaker};
-use cairn::engine::v2::V2Engine;
 use cairn::store::Store;
 use engine_fakes::*;
 use serde_json::{Value, json};

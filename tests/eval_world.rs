@@ -282,7 +282,7 @@ async fn behind_receipts_the_world_performs_an_identical_write_once() {
     assert_eq!(world.task_world(id).repeated_side_effects, 1);
 }
 
-/// v2 offers writers only to a goal that reads as a change (`engine::v2::permit`). Every task of
+/// v2 offers writers only to a goal that reads as a change (`engine::planner::permit`). Every task of
 /// the shipped suites that needs a write must read as one, or v2 could never do it; and a task
 /// whose goal asks for nothing to change must not.
 #[test]

@@ -172,6 +172,7 @@ fn ask(purpose: Purpose, schema: Value) -> ChatRequest {
 }
 
 #[tokio::test]
+#[ignore = "needs fakellm (scripts/install-test-deps.sh); scripts/test.sh runs it"]
 async fn the_client_speaks_a_third_party_wire_format() {
     let mock = start_mock().await;
     let client = client(&mock);

@@ -19,8 +19,9 @@ use std::time::Duration;
 
 use cairn::clock::SystemClock;
 use cairn::domain::ledger::{Ledger, LedgerPolicy, PerUnit, Unit};
+use cairn::domain::plan::known::KnownTools;
+use cairn::domain::plan::validate::{PlanLimits, validate, validate_steps};
 use cairn::domain::plan::{Plan, StepList};
-use cairn::domain::validate::{KnownTools, PlanLimits, validate, validate_steps};
 use cairn::llm::{
     ChatMessage, ChatRequest, Completion, Endpoints, LlmClient, Purpose, RetryPolicy,
 };

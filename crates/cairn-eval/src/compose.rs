@@ -6,10 +6,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::error::EvalError;
 use crate::report::Report;
 use crate::resume::RunLog;
 use crate::routed::Routed;
-use crate::runner::{self, EvalError, EvalParams, LiveModel, Owed};
+use crate::runner::{self, EvalParams, LiveModel, Owed};
 use crate::sweep::{Sweep, SweepPoint, SweepReport};
 use crate::trace::{self, Tracing};
 use crate::world::World;
@@ -49,7 +50,7 @@ pub fn matrix(
 /// `cairn eval` end to end: runs the matrix, writes the reports, prints the summary.
 pub async fn evaluate(params: &EvalParams) -> Result<Report, EvalError> {
     let suite = runner::load_suite(params)?;
-    std::fs::create_dir_all(&params.out).map_err(|e| EvalError::Io(e.to_string()))?;
+    std::fs::create_dir_all(&params.out).map_err(EvalError::io(params.out.display()))?;
     let store = runner::open_store(params).await?;
     let receipted = runner::tool_receipts(params)?;
     let (log, done) = RunLog::open(
@@ -58,30 +59,11 @@ pub async fn evaluate(params: &EvalParams) -> Result<Report, EvalError> {
         params.resume,
     )?;
     let world = World::new(Arc::new(suite.clone()), store.clone());
-    // A live run judges every real answer against the ground truth (trace.jsonl, slips.md).
-    let (world, models, traced): (Arc<World>, Arc<dyn ModelPort>, Option<Arc<Tracing>>) =
-        match &params.live {
-            Some(live) => {
-                let world = Arc::new(world.with_described_tools());
-                let traced = Tracing::new(live.models.clone(), world.clone())
-                    .logged(&params.out, params.resume)
-                    .map_err(|e| EvalError::Io(e.to_string()))?;
-                let traced = Arc::new(traced);
-                let models: Arc<dyn ModelPort> = match &live.live_for {
-                    Some(purposes) => Arc::new(Routed {
-                        live: traced.clone(),
-                        world: world.clone(),
-                        live_for: purposes.clone(),
-                    }),
-                    None => traced.clone(),
-                };
-                (world, models, Some(traced))
-            }
-            None => {
-                let world = Arc::new(world);
-                (world.clone(), world, None)
-            }
-        };
+    let Models {
+        world,
+        models,
+        traced,
+    } = models_of(params, world)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     // The world's tools behind the receipts a deployment's tool client keeps: an identical
     // side-effecting call (a repair or replan re-listing a done write) is performed once.
@@ -103,43 +85,102 @@ pub async fn evaluate(params: &EvalParams) -> Result<Report, EvalError> {
         heartbeat: Duration::from_secs(5),
         poll_interval: Duration::from_millis(50),
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| EvalError::Io(e.to_string()))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| EvalError::Io(e.to_string()))?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    // The only client is the runner below, which polls every run ten times a second.
-    let settings = HttpSettings {
-        limits: cairn::http::HttpLimits::without_client_limits(),
-        ..HttpSettings::default()
-    };
-    let state = AppState::new(store.clone(), clock, settings);
-    let http = tokio::spawn(cairn::http::serve(listener, state, async move {
-        let _ = stopped.await;
-    }));
-    let base = format!("http://{addr}");
+    let api = Api::serve(AppState::new(store.clone(), clock, runner_settings())).await?;
     let owed = Owed {
         done: &done,
         log: &log,
     };
-    let outcome = crate::drive::drive(params, &suite, &world, &store, &base, owed).await;
-    let _ = stop.send(());
+    let outcome = crate::drive::drive(params, &suite, &world, &store, &api.base, owed).await;
+    let _ = api.stop.send(());
     pool.shutdown(Duration::from_secs(5)).await;
-    let _ = tokio::time::timeout(Duration::from_secs(5), http).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), api.http).await;
     if traced.is_some() {
-        trace::conclude(&params.out).map_err(|e| EvalError::Io(e.to_string()))?;
+        trace::conclude(&params.out).map_err(EvalError::io("the live trace"))?;
     }
     let records = runner::in_matrix_order(params, &suite, done, outcome?);
     runner::conclude(params, &suite, &records)
 }
 
+/// The model every run asks, and the world it plays in.
+struct Models {
+    world: Arc<World>,
+    models: Arc<dyn ModelPort>,
+    /// The live model's judge, when the run is live.
+    traced: Option<Arc<Tracing>>,
+}
+
+/// The world as the model of a simulated run; a live run's model (for every purpose or the
+/// routed ones) behind the judge of every real answer against the ground truth (trace.jsonl,
+/// slips.md).
+fn models_of(params: &EvalParams, world: World) -> Result<Models, EvalError> {
+    let Some(live) = &params.live else {
+        let world = Arc::new(world);
+        return Ok(Models {
+            world: world.clone(),
+            models: world,
+            traced: None,
+        });
+    };
+    let world = Arc::new(world.with_described_tools());
+    let traced = Tracing::new(live.models.clone(), world.clone())
+        .logged(&params.out, params.resume)
+        .map_err(EvalError::io("the live trace"))?;
+    let traced = Arc::new(traced);
+    let models: Arc<dyn ModelPort> = match &live.live_for {
+        Some(purposes) => Arc::new(Routed {
+            live: traced.clone(),
+            world: world.clone(),
+            live_for: purposes.clone(),
+        }),
+        None => traced.clone(),
+    };
+    Ok(Models {
+        world,
+        models,
+        traced: Some(traced),
+    })
+}
+
+/// The HTTP settings of the evaluation's own API: the only client is the runner, which polls
+/// every run ten times a second, so no client limit applies.
+fn runner_settings() -> HttpSettings {
+    HttpSettings {
+        limits: cairn::http::HttpLimits::without_client_limits(),
+        ..HttpSettings::default()
+    }
+}
+
+/// The API the runner submits to, on a free local port until `stop` is sent.
+struct Api {
+    base: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    http: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Api {
+    async fn serve(state: AppState) -> Result<Api, EvalError> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(EvalError::io("the evaluation's API port"))?;
+        let addr = listener
+            .local_addr()
+            .map_err(EvalError::io("the evaluation's API port"))?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let http = tokio::spawn(cairn::http::serve(listener, state, async move {
+            let _ = stopped.await;
+        }));
+        Ok(Api {
+            base: format!("http://{addr}"),
+            stop,
+            http,
+        })
+    }
+}
+
 /// `cairn eval --sweep PARAM=V1,V2,..`: the whole evaluation once per value (each under
 /// `out/PARAM-VALUE/`), then `sweep.md`, `sweep.json` and `sweep.svg` under `out`.
 pub async fn sweep(params: &EvalParams, sweep: &Sweep) -> Result<SweepReport, EvalError> {
-    let io = |e: std::io::Error| EvalError::Io(e.to_string());
-    std::fs::create_dir_all(&params.out).map_err(io)?;
+    std::fs::create_dir_all(&params.out).map_err(EvalError::io(params.out.display()))?;
     let mut points = Vec::new();
     let mut suite_name = String::new();
     for value in &sweep.values {
@@ -164,10 +205,15 @@ pub async fn sweep(params: &EvalParams, sweep: &Sweep) -> Result<SweepReport, Ev
         simulated: params.live.is_none(),
         points,
     };
-    let json = serde_json::to_string_pretty(&report).map_err(|e| EvalError::Io(e.to_string()))?;
-    std::fs::write(params.out.join("sweep.json"), json).map_err(io)?;
-    std::fs::write(params.out.join("sweep.md"), report.markdown()).map_err(io)?;
-    std::fs::write(params.out.join("sweep.svg"), report.svg()).map_err(io)?;
+    let json = serde_json::to_string_pretty(&report).map_err(EvalError::json("sweep.json"))?;
+    for (name, text) in [
+        ("sweep.json", json),
+        ("sweep.md", report.markdown()),
+        ("sweep.svg", report.svg()),
+    ] {
+        let path = params.out.join(name);
+        std::fs::write(&path, text).map_err(EvalError::io(path.display()))?;
+    }
     if params.progress {
         println!("\n{}", report.markdown());
     }

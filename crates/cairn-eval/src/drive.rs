@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::error::EvalError;
 use super::report::Record;
 use super::resume::{RunKey, key_of};
-use super::runner::{EvalError, EvalParams, Owed, matrix};
+use super::runner::{EvalParams, Owed, matrix};
 use super::suite::Suite;
 use super::world::{META_KEY, World};
 use cairn::domain::task::{Strategy, Task};

@@ -16,6 +16,7 @@
 
 pub mod compose;
 pub mod drive;
+pub mod error;
 pub mod invent_fit;
 pub mod list_fit;
 mod lsq;

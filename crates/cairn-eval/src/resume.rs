@@ -14,8 +14,8 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+use super::error::EvalError;
 use super::report::Record;
-use super::runner::EvalError;
 
 /// What makes the runs of one output directory one experiment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,10 +100,6 @@ pub struct RunLog {
     file: Mutex<std::fs::File>,
 }
 
-fn io(error: std::io::Error) -> EvalError {
-    EvalError::Io(error.to_string())
-}
-
 impl RunLog {
     /// What `out` records of the experiment a resume would go on with: `None` when it holds no
     /// run log.
@@ -112,13 +108,10 @@ impl RunLog {
             return Ok(None);
         }
         let meta_path = out.join("runs.meta.json");
-        std::fs::read(&meta_path)
-            .map_err(io)
-            .and_then(|bytes| {
-                serde_json::from_slice(&bytes).map_err(|e| EvalError::Io(e.to_string()))
-            })
+        let bytes = std::fs::read(&meta_path).map_err(EvalError::io(meta_path.display()))?;
+        serde_json::from_slice(&bytes)
             .map(Some)
-            .map_err(|e| EvalError::Io(format!("{}: {e}", meta_path.display())))
+            .map_err(EvalError::json(meta_path.display()))
     }
 
     /// Opens `out/runs.jsonl`. Fresh (`resume == false`) truncates it and writes `meta`;
@@ -150,14 +143,14 @@ impl RunLog {
             drop_partial_line(&path)?;
             done = read_runs(&path)?;
         } else {
-            let json = serde_json::to_vec_pretty(meta).map_err(|e| EvalError::Io(e.to_string()))?;
-            std::fs::write(&meta_path, json).map_err(io)?;
-            std::fs::write(&path, b"").map_err(io)?;
+            let json = serde_json::to_vec_pretty(meta).map_err(EvalError::json("the run meta"))?;
+            std::fs::write(&meta_path, json).map_err(EvalError::io(meta_path.display()))?;
+            std::fs::write(&path, b"").map_err(EvalError::io(path.display()))?;
         }
         let file = std::fs::OpenOptions::new()
             .append(true)
             .open(&path)
-            .map_err(io)?;
+            .map_err(EvalError::io(path.display()))?;
         Ok((
             RunLog {
                 path,
@@ -169,21 +162,23 @@ impl RunLog {
 
     /// Appends one finished run (one line, flushed to the file before returning).
     pub fn append(&self, record: &Record) -> Result<(), EvalError> {
-        let mut line = serde_json::to_vec(record).map_err(|e| EvalError::Io(e.to_string()))?;
+        let mut line = serde_json::to_vec(record).map_err(EvalError::json("a run record"))?;
         line.push(b'\n');
         let mut file = self
             .file
             .lock()
-            .map_err(|_| EvalError::Io(format!("{}: writer poisoned", self.path.display())))?;
-        file.write_all(&line).map_err(io)?;
-        file.flush().map_err(io)
+            .map_err(|_| EvalError::Poisoned(self.path.display().to_string()))?;
+        file.write_all(&line)
+            .map_err(EvalError::io(self.path.display()))?;
+        file.flush().map_err(EvalError::io(self.path.display()))
     }
 }
 
 /// Cuts a last line left unfinished by a killed process, so that the next append starts on a
 /// line of its own (that run is simply run again).
 fn drop_partial_line(path: &Path) -> Result<(), EvalError> {
-    let bytes = std::fs::read(path).map_err(io)?;
+    let io = || EvalError::io(path.display());
+    let bytes = std::fs::read(path).map_err(io())?;
     if bytes.is_empty() || bytes.ends_with(b"\n") {
         return Ok(());
     }
@@ -194,17 +189,17 @@ fn drop_partial_line(path: &Path) -> Result<(), EvalError> {
     let file = std::fs::OpenOptions::new()
         .write(true)
         .open(path)
-        .map_err(io)?;
-    file.set_len(keep as u64).map_err(io)
+        .map_err(io())?;
+    file.set_len(keep as u64).map_err(io())
 }
 
 /// The runs recorded in `path`; an unreadable line is an error.
 fn read_runs(path: &Path) -> Result<Vec<Record>, EvalError> {
-    let file = std::fs::File::open(path).map_err(io)?;
+    let file = std::fs::File::open(path).map_err(EvalError::io(path.display()))?;
     let lines: Vec<String> = std::io::BufReader::new(file)
         .lines()
         .collect::<Result<_, _>>()
-        .map_err(io)?;
+        .map_err(EvalError::io(path.display()))?;
     let mut runs = Vec::new();
     let mut seen = BTreeSet::new();
     for (number, line) in lines.iter().enumerate() {

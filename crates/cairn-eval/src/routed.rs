@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::runner::EvalError;
+use super::error::EvalError;
 use super::world::World;
 use cairn::engine::runtime::ports::{ModelCall, ModelPort, ModelReply, PortError, Purpose};
 

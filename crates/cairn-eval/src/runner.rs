@@ -15,15 +15,16 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use super::error::EvalError;
 use super::report::Record;
 use super::resume::{RunKey, RunLog, RunsMeta, key_of};
-use super::suite::{Suite, SuiteError};
-use super::sweep::{SweepError, WorldParam};
+use super::suite::Suite;
+use super::sweep::WorldParam;
 use cairn::domain::settings::EngineSettings;
 use cairn::domain::task::Strategy;
 use cairn::engine::prompts;
 use cairn::engine::runtime::ports::{ModelPort, Purpose};
-use cairn::store::{Store, StoreError};
+use cairn::store::Store;
 
 /// What `cairn eval` was asked to do.
 #[derive(Debug, Clone)]
@@ -105,26 +106,6 @@ impl std::fmt::Debug for LiveModel {
             .field("live_for", &self.live_for)
             .finish_non_exhaustive()
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum EvalError {
-    #[error(transparent)]
-    Suite(#[from] SuiteError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("{0}")]
-    Io(String),
-    #[error("HTTP API: {0}")]
-    Api(String),
-    #[error("strategy {0:?} cannot be evaluated (use one_shot, reactive, v1, v2, auto)")]
-    Strategy(String),
-    #[error(transparent)]
-    Sweep(#[from] SweepError),
-    #[error("cannot resume: {0}")]
-    Resume(String),
-    #[error("--live-purposes: unknown purpose {0:?} (use gate, strategic, tactical, verifier)")]
-    Purpose(String),
 }
 
 /// The suite at `params.suite` with `params.overrides` applied to its world, checked again.
@@ -254,12 +235,16 @@ pub fn write_reports(
     records: &[Record],
 ) -> Result<String, EvalError> {
     let report = build_report(params, suite, records);
-    let io = |e: std::io::Error| EvalError::Io(e.to_string());
-    let json = serde_json::to_string_pretty(&report).map_err(|e| EvalError::Io(e.to_string()))?;
-    std::fs::write(out.join("report.json"), json).map_err(io)?;
+    let json = serde_json::to_string_pretty(&report).map_err(EvalError::json("report.json"))?;
     let markdown = report.markdown();
-    std::fs::write(out.join("report.md"), &markdown).map_err(io)?;
-    std::fs::write(out.join("chart.svg"), report.svg()).map_err(io)?;
+    for (name, text) in [
+        ("report.json", json.as_str()),
+        ("report.md", markdown.as_str()),
+        ("chart.svg", report.svg().as_str()),
+    ] {
+        let path = out.join(name);
+        std::fs::write(&path, text).map_err(EvalError::io(path.display()))?;
+    }
     Ok(markdown)
 }
 

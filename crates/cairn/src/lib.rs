@@ -26,11 +26,11 @@
 //!    dispatch, which picks the engine by strategy, rollout arm (a resumed task goes back to the
 //!    engine its checkpoint is tagged with) and shadow flag. The reaper requeues expired leases,
 //!    also at start-up: that is how tasks of a crashed process resume.
-//! 4. Every engine runs on [`engine::runtime`]: the [`engine::runtime::checkpoint::Journal`]
+//! 4. Every engine runs on [`engine::runtime`]: the [`engine::runtime::journal::Journal`]
 //!    commits each transition (state, events, ledger entries, artifacts, plan version) in one
 //!    fenced transaction; an [`engine::runtime::attempt::Attempt`] asks models and calls tools
 //!    through [`engine::runtime::ports`] and charges what they cost.
-//! 5. The v2 engine ([`engine::v2`]) decides with the gate (direct act loop or plan), plans
+//! 5. The v2 engine ([`engine::planner`]) decides with the gate (direct act loop or plan), plans
 //!    milestones with acceptance checks, writes each milestone's steps just in time, executes
 //!    one approved step at a time, lets the monitor alone judge, repairs on the domain's ladder
 //!    (L1 retry step, L2 replan milestone, L3 replan strategy) and verifies the goal. The

@@ -43,7 +43,7 @@ pub enum ServeError {
     Engine(String),
     /// Serving would expose the API without authentication (see `crate::http::auth`).
     #[error(transparent)]
-    Auth(#[from] crate::http::auth::AuthStartError),
+    Auth(#[from] crate::http::auth_start::AuthStartError),
 }
 
 /// Opens and migrates the configured store; what `cairn migrate` does and `serve` starts with.
@@ -85,8 +85,8 @@ pub async fn serve_with(
     rollout: Arc<crate::engine::rollout::Rollout>,
 ) -> Result<(), ServeError> {
     let store = open_migrated(&config).await?;
-    let auth =
-        crate::http::auth::start_mode(config.auth, config.listen_addr, store.as_ref()).await?;
+    let auth = crate::http::auth_start::start_mode(config.auth, config.listen_addr, store.as_ref())
+        .await?;
     let engine = make_engine(&config, store.clone())?;
     let models = crate::wiring::clients::model_probe(&config)
         .map_err(|error| ServeError::Engine(error.to_string()))?;

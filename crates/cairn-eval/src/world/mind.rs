@@ -316,3 +316,32 @@ impl Mind<'_> {
         }
     }
 }
+
+/// The slips of rule 8 (`super::slips`), drawn for one call.
+impl Mind<'_> {
+    /// Pending steps of `scope` that the input does not name (as a milestone id or a step id).
+    pub(super) fn unwritten(&self, pending: &[&TaskStep]) -> usize {
+        let named = |name: &str| self.context.contains(&format!("\"{name}\""));
+        pending
+            .iter()
+            .filter(|s| !named(s.phase()) && !named(&s.id))
+            .count()
+    }
+
+    /// The slips of one call over `pending` (in order, non-empty): stop, misorder, or the next.
+    pub(super) fn pick(&self, pending: &[&TaskStep]) -> Pick {
+        let unwritten = self.unwritten(pending);
+        let progress = self.scope_at(pending);
+        if self.draw("slip-stop", progress) < self.slips.stop(unwritten, self.context.len()) {
+            return Pick::Stop;
+        }
+        let learned = |s: &TaskStep| self.context.contains(&format!("order:{}", s.id));
+        if pending.len() >= 2
+            && !learned(pending[1])
+            && self.draw("slip-misorder", progress) < self.slips.misorder(unwritten)
+        {
+            return Pick::Step(1);
+        }
+        Pick::Step(0)
+    }
+}

@@ -66,7 +66,12 @@ impl Config {
     /// Timeouts within 100 ms..=1 h, the idle timeout within the header timeout, sizes below
     /// hyper's own limits (so a client sees a problem, not hyper's empty answer).
     pub(super) fn validate_http_limits(&self) -> Result<(), ConfigError> {
-        use crate::http::limits::{HYPER_MAX_HEAD, HYPER_MAX_HEADERS, HYPER_MAX_URI};
+        self.validate_timeouts()?;
+        self.validate_sizes()
+    }
+
+    /// Timeouts within 100 ms..=1 h; the idle timeout within the header timeout.
+    fn validate_timeouts(&self) -> Result<(), ConfigError> {
         let http = &self.http;
         let timeouts = [
             (
@@ -105,6 +110,13 @@ impl Config {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// Sizes below hyper's own limits; a burst at least the rate.
+    fn validate_sizes(&self) -> Result<(), ConfigError> {
+        use crate::http::limits::{HYPER_MAX_HEAD, HYPER_MAX_HEADERS, HYPER_MAX_URI};
+        let http = &self.http;
         let sizes = [
             (
                 "http.max_connections (CAIRN_HTTP_MAX_CONNECTIONS)",

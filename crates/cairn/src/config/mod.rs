@@ -109,7 +109,7 @@ pub struct Config {
     pub llm: BTreeMap<String, LlmEndpoint>,
     /// API key authentication (`CAIRN_AUTH`): `auto` (keys once the store holds one; until then
     /// dev mode on a loopback address, refusal to start on any other), `on`, or `off`.
-    pub auth: crate::http::auth::AuthSetting,
+    pub auth: crate::http::auth_start::AuthSetting,
 }
 
 impl Default for Config {
@@ -142,7 +142,7 @@ impl Default for Config {
             llm_timeout_ms: 120_000,
             engine: crate::domain::settings::EngineSettings::default(),
             llm: BTreeMap::new(),
-            auth: crate::http::auth::AuthSetting::Auto,
+            auth: crate::http::auth_start::AuthSetting::Auto,
         }
     }
 }

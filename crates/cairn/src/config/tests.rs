@@ -126,7 +126,7 @@ fn readyz_check_models_is_off_by_default_and_read_from_env() {
 
 #[test]
 fn cairn_auth_is_auto_on_or_off() {
-    use crate::http::auth::AuthSetting;
+    use crate::http::auth_start::AuthSetting;
     assert_eq!(Config::default().auth, AuthSetting::Auto);
     for (value, setting) in [
         ("auto", AuthSetting::Auto),

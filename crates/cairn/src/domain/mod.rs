@@ -12,11 +12,8 @@
 //! - [`fingerprint`] and [`repair`]: the repair ladder and the guard against repeated proposals;
 //! - [`diff`]: what changed between two plan versions.
 
-pub mod check;
 pub mod dialect;
-pub mod diff;
 pub mod event;
-pub mod fingerprint;
 pub mod gate;
 pub mod ledger;
 pub mod plan;
@@ -26,5 +23,4 @@ pub mod settings;
 pub mod step_repeats;
 pub mod task;
 pub mod telemetry;
-pub mod validate;
 pub mod whole;

@@ -17,10 +17,10 @@ use async_trait::async_trait;
 
 use super::baselines::{BaselineConfig, OneShotEngine, Ports, ReactiveEngine, V1Engine};
 use super::minimal::META_STEPS;
+use super::planner::V2Engine;
 use super::rollout::{Arm, Rollout};
 use super::runtime::checkpoint::EngineKind;
 use super::runtime::ports::{ModelPort, ToolPort};
-use super::v2::V2Engine;
 use super::{Engine, EngineError, RunContext, RunOutcome};
 use crate::domain::settings::EngineSettings;
 use crate::domain::task::{SHADOW_OF, Strategy};

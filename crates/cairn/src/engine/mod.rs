@@ -29,12 +29,12 @@ use crate::store::{Change, Commit, Store, StoreError};
 pub mod baselines;
 pub mod dispatch;
 pub mod minimal;
+pub mod planner;
 pub mod prompts;
 pub mod rollout;
 pub mod runtime;
 pub mod schemas;
 pub mod shadow;
-pub mod v2;
 
 /// Why the pool asks an engine to stop. `Run` means carry on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

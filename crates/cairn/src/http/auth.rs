@@ -34,8 +34,6 @@ use crate::http::AppState;
 use crate::http::error::ApiError;
 use crate::store::keys::{self, Scope};
 
-pub use super::auth_start::{AuthSetting, AuthStartError, start_mode};
-
 /// The key id of every request in dev mode (and with `CAIRN_AUTH=off`).
 pub const DEV_KEY_ID: &str = "dev";
 /// How often dev mode re-checks whether a key was created.

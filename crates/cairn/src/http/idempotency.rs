@@ -45,7 +45,7 @@ pub fn key_from_headers(headers: &HeaderMap) -> Result<Option<String>, ApiError>
 /// SHA-256 (hex) of `value` in the domain's canonical JSON (object keys sorted at every level),
 /// so a replay with reordered keys or other whitespace is recognised as the same request.
 pub fn canonical_hash(value: &Value) -> String {
-    let canonical = crate::domain::fingerprint::canonical_json(value);
+    let canonical = crate::domain::plan::fingerprint::canonical_json(value);
     let digest = Sha256::digest(canonical.as_bytes());
     digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }

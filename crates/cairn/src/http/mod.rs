@@ -16,7 +16,7 @@
 
 pub mod auth;
 pub mod auth_doc;
-mod auth_start;
+pub mod auth_start;
 pub mod conn;
 mod conn_io;
 pub mod cursor;

@@ -2,7 +2,7 @@
 //!
 //! Every repair writes a version with its reason and cause; this answers "what did that repair
 //! change?" structurally (milestones added, removed, changed field by field), using
-//! [`crate::domain::diff`]. Version 1 is compared with an empty plan, so it lists every
+//! [`crate::domain::plan::diff`]. Version 1 is compared with an empty plan, so it lists every
 //! milestone as added.
 
 use axum::Json;
@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 
-use crate::domain::diff::{PlanDiff, diff_values};
+use crate::domain::plan::diff::{PlanDiff, diff_values};
 use crate::http::AppState;
 use crate::http::auth::Principal;
 use crate::http::doc_schemas::StoreFailure;

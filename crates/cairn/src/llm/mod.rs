@@ -29,17 +29,17 @@ pub mod endpoint;
 pub mod error;
 pub mod output;
 pub mod probe;
+pub mod request;
 pub mod retry;
 mod send;
 pub mod usage;
 mod wire;
 
-pub use client::{
-    ChatMessage, ChatRequest, Completion, LlmClient, OutputSchema, TRUNCATED_RETRY_MAX_TOKENS,
-};
+pub use client::{Completion, LlmClient, TRUNCATED_RETRY_MAX_TOKENS};
 pub use endpoint::{Endpoints, LlmEndpoint};
 pub use error::{FailureClass, LlmError};
 pub use probe::{EndpointProbe, ModelProbe, ProbeFailure};
+pub use request::{ChatMessage, ChatRequest, OutputSchema};
 pub use retry::RetryPolicy;
 pub use usage::Usage;
 

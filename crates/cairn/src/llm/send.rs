@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 
-use super::client::ChatRequest;
 use super::endpoint::LlmEndpoint;
 use super::error::LlmError;
+use super::request::ChatRequest;
 use super::retry::parse_retry_after;
 use super::{Purpose, headers, wire};
 use crate::clock::{Clock, SystemClock};

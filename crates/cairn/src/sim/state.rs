@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::scenario::Scenario;
-use crate::domain::fingerprint::canonical_json;
+use crate::domain::plan::fingerprint::canonical_json;
 
 /// At most this many model requests are kept for `GET /sim/stats`.
 const MAX_RECORDED_REQUESTS: usize = 2000;

@@ -18,7 +18,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::domain::fingerprint::canonical_json;
+use crate::domain::plan::fingerprint::canonical_json;
 
 /// What distinguishes a deliberate repetition of an identical call from the call itself.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //!
 //! They exist to be measured against v2 (D), so they run through exactly the same machinery:
 //! the worker pool claims them, every model call and tool call is one fenced commit through
-//! the v2 [`Journal`](crate::engine::runtime::checkpoint::Journal) (a ledger charge, a `step.finished` or
+//! the v2 [`Journal`](crate::engine::runtime::journal::Journal) (a ledger charge, a `step.finished` or
 //! `strategy.round` event, the checkpoint), models and tools are reached through the same
 //! [`ports`](crate::engine::runtime::ports), and the result has the same spend and metrics fields. Only the
 //! decisions differ:
@@ -33,7 +33,8 @@ use crate::domain::ledger::Unit;
 use crate::domain::settings::EngineSettings;
 use crate::domain::task::TaskStatus;
 use crate::engine::runtime::attempt::{Attempt, Validators, brief};
-use crate::engine::runtime::checkpoint::{EngineKind, Journal, Record, Spend, TaskState};
+use crate::engine::runtime::checkpoint::{EngineKind, Record, Spend, TaskState};
+use crate::engine::runtime::journal::Journal;
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::{ModelPort, Repeat, ToolCall, ToolPort};
 use crate::engine::{EngineError, Halt, RunContext, RunOutcome, StopSignal};

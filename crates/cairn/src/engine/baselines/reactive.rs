@@ -98,64 +98,75 @@ async fn run(cx: &Attempt, max_rounds: u32) -> Result<RunOutcome, Halt> {
             return finish(cx, end).await;
         }
         let round = progress.rounds + 1;
-        let input = json!({"goal": cx.task().goal, "strategy": NAME,
-                           "tools": cx.tool_schemas(&tools)});
-        let turns = turns::of_observations(&progress.observations, CallShape::Single);
-        let asked = cx
-            .ask(Question {
-                purpose: Purpose::Tactical,
-                milestone: Some(NAME),
-                attempt: round,
-                prompt: &prompts::REACTIVE,
-                input,
-                turns,
-                schema: schemas::reactive(&cx.tool_schemas(&tools)),
-            })
-            .await;
-        let chosen = match &asked.reply {
-            Ok(reply) => parse(&reply.value),
-            Err(error) => Move::Unusable(format!("model error: {}", error.message)),
-        };
-        let call = match &chosen {
-            Move::Call { tool, args } => Some(PendingCall {
-                step: format!("r{round}"),
-                tool: tool.clone(),
-                args: args.clone(),
-            }),
-            _ => None,
-        };
-        cx.journal
-            .record_prompted(&asked.prompt, |state| {
-                let mut record = Record::default();
-                ledger::charge(state, None, asked.spend, "reactive", &mut record)?;
-                let mut progress = Progress::load(state);
-                progress.rounds = round;
-                progress.pending = call.clone();
-                let summary = match &chosen {
-                    Move::Done(answer) => {
-                        progress.answer = Some(answer.clone());
-                        json!({"done": true})
-                    }
-                    Move::Call { tool, .. } => json!({"tool": tool}),
-                    Move::Unusable(why) => {
-                        progress
-                            .observations
-                            .push(json!({"round": round, "unusable_reply": why}));
-                        json!({"unusable": why})
-                    }
-                };
-                progress.store(state);
-                record.push(
-                    STRATEGY_ROUND,
-                    json!({"strategy": NAME, "round": round, "move": summary}),
-                );
-                Ok((record, ()))
-            })
-            .await?;
-        if let Some(call) = &call {
-            run_call(cx, call).await?;
+        if let Some(call) = ask_round(cx, &tools, &progress, round).await? {
+            run_call(cx, &call).await?;
         }
     }
+}
+
+/// Asks the model for round `round`'s move and commits it (the charge, the move, the call it
+/// decided, still to be run).
+async fn ask_round(
+    cx: &Attempt,
+    tools: &[String],
+    progress: &Progress,
+    round: u32,
+) -> Result<Option<PendingCall>, Halt> {
+    let input = json!({"goal": cx.task().goal, "strategy": NAME,
+                       "tools": cx.tool_schemas(tools)});
+    let turns = turns::of_observations(&progress.observations, CallShape::Single);
+    let asked = cx
+        .ask(Question {
+            purpose: Purpose::Tactical,
+            milestone: Some(NAME),
+            attempt: round,
+            prompt: &prompts::REACTIVE,
+            input,
+            turns,
+            schema: schemas::reactive(&cx.tool_schemas(tools)),
+        })
+        .await;
+    let chosen = match &asked.reply {
+        Ok(reply) => parse(&reply.value),
+        Err(error) => Move::Unusable(format!("model error: {}", error.message)),
+    };
+    let call = match &chosen {
+        Move::Call { tool, args } => Some(PendingCall {
+            step: format!("r{round}"),
+            tool: tool.clone(),
+            args: args.clone(),
+        }),
+        _ => None,
+    };
+    cx.journal
+        .record_prompted(&asked.prompt, |state| {
+            let mut record = Record::default();
+            ledger::charge(state, None, asked.spend, "reactive", &mut record)?;
+            let mut progress = Progress::load(state);
+            progress.rounds = round;
+            progress.pending = call.clone();
+            let summary = match &chosen {
+                Move::Done(answer) => {
+                    progress.answer = Some(answer.clone());
+                    json!({"done": true})
+                }
+                Move::Call { tool, .. } => json!({"tool": tool}),
+                Move::Unusable(why) => {
+                    progress
+                        .observations
+                        .push(json!({"round": round, "unusable_reply": why}));
+                    json!({"unusable": why})
+                }
+            };
+            progress.store(state);
+            record.push(
+                STRATEGY_ROUND,
+                json!({"strategy": NAME, "round": round, "move": summary}),
+            );
+            Ok((record, ()))
+        })
+        .await?;
+    Ok(call)
 }
 
 /// Runs the round's call; its commit records the observation and clears `pending`.

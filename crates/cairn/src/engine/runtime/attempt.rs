@@ -9,7 +9,8 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::checkpoint::{Journal, Spend};
+use super::checkpoint::Spend;
+use super::journal::Journal;
 use super::ports::{
     ModelCall, ModelPort, ModelReply, PortError, Purpose, Sampling, ToolCall, ToolPort, ToolReply,
     ToolSpec, Turn,

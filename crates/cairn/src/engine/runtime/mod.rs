@@ -4,7 +4,7 @@
 //!   [`adapters`] put them over the real LLM and tool clients, [`sandbox`] over the sandboxed
 //!   tools of a shadow run, [`receipted`] puts the tool client's receipts in front of any
 //!   other tool port (the evaluation's world).
-//! - [`checkpoint`]: the task's resumable state and the [`checkpoint::Journal`], the one door
+//! - [`checkpoint`]: the task's resumable state and the [`journal::Journal`], the one door
 //!   through which a transition (state + events + ledger + artifacts + plan version) is
 //!   committed, fenced, in one transaction ([`journal`]: transitions with nothing external
 //!   between them share one commit).

@@ -127,7 +127,7 @@ pub struct ToolSpec {
     pub side_effects: bool,
     /// The names of the artifacts a call may produce, as the operator declared them. When any
     /// tool declares some, a plan's artifact and schema checks may name only artifacts a tool
-    /// of their milestone declares (`domain::validate`), and the strategic schema offers only
+    /// of their milestone declares (`domain::plan::validate`), and the strategic schema offers only
     /// declared names.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub artifacts: Vec<String>,

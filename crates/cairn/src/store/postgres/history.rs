@@ -12,6 +12,18 @@ use crate::store::{
     Artifact, LedgerEntry, NewToolReceipt, PlanVersionRecord, StoreError, ToolReceipt,
 };
 
+/// The tenant condition of a read of an append-only table: the task `$1` belongs to the tenant
+/// bound at `$N` (a primary-key lookup of the task row), so another tenant's id reads nothing.
+macro_rules! owned_by {
+    ($n:literal) => {
+        concat!(
+            "EXISTS (SELECT 1 FROM tasks WHERE tasks.id = $1 AND tasks.tenant_id = $",
+            $n,
+            ")"
+        )
+    };
+}
+
 pub(super) async fn events(
     pool: &PgPool,
     tenant_id: &str,
@@ -22,11 +34,13 @@ pub(super) async fn events(
     let Some(limit) = rules::page_limit(limit) else {
         return Ok(Vec::new());
     };
-    sqlx::query(
+    sqlx::query(concat!(
         "SELECT task_id, seq, kind, data, created_at FROM events \
-         WHERE task_id = $1 AND seq > $2 AND EXISTS (SELECT 1 FROM tasks WHERE tasks.id = $1 AND tasks.tenant_id = $4) \
-         ORDER BY seq LIMIT $3",
-    )
+         WHERE task_id = $1 AND seq > $2 AND ",
+        owned_by!(4),
+        " \
+         ORDER BY seq LIMIT $3"
+    ))
     .bind(task_id)
     .bind(after_seq)
     .bind(limit)
@@ -43,11 +57,13 @@ pub(super) async fn plan_versions(
     tenant_id: &str,
     task_id: TaskId,
 ) -> Result<Vec<PlanVersionRecord>, StoreError> {
-    sqlx::query(
+    sqlx::query(concat!(
         "SELECT task_id, version, reason, caused_by_seq, plan, created_at FROM plan_versions \
-         WHERE task_id = $1 AND EXISTS (SELECT 1 FROM tasks WHERE tasks.id = $1 AND tasks.tenant_id = $2) \
-         ORDER BY version",
-    )
+         WHERE task_id = $1 AND ",
+        owned_by!(2),
+        " \
+         ORDER BY version"
+    ))
     .bind(task_id)
     .bind(tenant_id)
     .fetch_all(pool)
@@ -63,10 +79,11 @@ pub(super) async fn plan_version(
     task_id: TaskId,
     version: i32,
 ) -> Result<Option<PlanVersionRecord>, StoreError> {
-    sqlx::query(
+    sqlx::query(concat!(
         "SELECT task_id, version, reason, caused_by_seq, plan, created_at FROM plan_versions \
-         WHERE task_id = $1 AND version = $2 AND EXISTS (SELECT 1 FROM tasks WHERE tasks.id = $1 AND tasks.tenant_id = $3)",
-    )
+         WHERE task_id = $1 AND version = $2 AND ",
+        owned_by!(3)
+    ))
     .bind(task_id)
     .bind(version)
     .bind(tenant_id)
@@ -82,10 +99,12 @@ pub(super) async fn ledger_entries(
     tenant_id: &str,
     task_id: TaskId,
 ) -> Result<Vec<LedgerEntry>, StoreError> {
-    sqlx::query(
+    sqlx::query(concat!(
         "SELECT id, task_id, milestone_id, kind, unit, amount, created_at FROM ledger_entries \
-         WHERE task_id = $1 AND EXISTS (SELECT 1 FROM tasks WHERE tasks.id = $1 AND tasks.tenant_id = $2) ORDER BY id",
-    )
+         WHERE task_id = $1 AND ",
+        owned_by!(2),
+        " ORDER BY id"
+    ))
     .bind(task_id)
     .bind(tenant_id)
     .fetch_all(pool)
@@ -100,10 +119,12 @@ pub(super) async fn artifacts(
     tenant_id: &str,
     task_id: TaskId,
 ) -> Result<Vec<Artifact>, StoreError> {
-    sqlx::query(
+    sqlx::query(concat!(
         "SELECT task_id, milestone_id, name, value, created_at FROM artifacts \
-         WHERE task_id = $1 AND EXISTS (SELECT 1 FROM tasks WHERE tasks.id = $1 AND tasks.tenant_id = $2) ORDER BY id",
-    )
+         WHERE task_id = $1 AND ",
+        owned_by!(2),
+        " ORDER BY id"
+    ))
     .bind(task_id)
     .bind(tenant_id)
     .fetch_all(pool)

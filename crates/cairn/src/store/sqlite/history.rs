@@ -18,14 +18,12 @@ use crate::store::{
 /// The tenant condition of a read of an append-only table: the task `?1` belongs to the tenant
 /// bound at `?N` (a primary-key lookup of the task row).
 macro_rules! owned_by {
-    (2) => {
-        "EXISTS (SELECT 1 FROM tasks WHERE tasks.id = ?1 AND tasks.tenant_id = ?2)"
-    };
-    (3) => {
-        "EXISTS (SELECT 1 FROM tasks WHERE tasks.id = ?1 AND tasks.tenant_id = ?3)"
-    };
-    (4) => {
-        "EXISTS (SELECT 1 FROM tasks WHERE tasks.id = ?1 AND tasks.tenant_id = ?4)"
+    ($n:literal) => {
+        concat!(
+            "EXISTS (SELECT 1 FROM tasks WHERE tasks.id = ?1 AND tasks.tenant_id = ?",
+            $n,
+            ")"
+        )
     };
 }
 

@@ -1,0 +1,246 @@
+//! The milestone phase: ready milestones run in parallel (independent ones at once, at most
+//! `max_parallel`), each through its [`runner`]; the first outcome that ends the task (a
+//! failure for good, an empty reserve) stops the others at their next durable point, and an
+//! L3 request waits until every runner has stopped, then re-plans the strategy (keeping
+//! finished work: passed milestones, and the finished steps of a sibling still running, which
+//! the new version resumes from its next step, see [`super::carry`]) and schedules the new
+//! milestones.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use serde_json::json;
+use tokio::task::JoinSet;
+
+use super::monitor;
+use super::report::Ending;
+use super::runner::{self, MilestoneEnd};
+use super::strategic;
+use crate::domain::ledger::Unit;
+use crate::domain::plan::MilestoneStatus;
+use crate::domain::repair::ReplanReason;
+use crate::domain::task::TaskStatus;
+use crate::engine::runtime::attempt::Attempt;
+use crate::engine::runtime::checkpoint::{Failure, MilestoneOutcome, Record, TaskState};
+use crate::engine::{EngineError, Halt};
+
+/// How the milestone phase ended.
+pub enum Flow {
+    AllDone,
+    Stopped,
+    Ended(Ending),
+}
+
+/// The runners in flight and what their ends decided so far.
+struct Schedule {
+    /// Milestones that were active when this attempt began (their runners re-check first).
+    resumed: BTreeSet<String>,
+    running: BTreeSet<String>,
+    set: JoinSet<(String, Result<MilestoneEnd, Halt>)>,
+    /// The first outcome that ends the phase.
+    verdict: Option<Result<Flow, Halt>>,
+    /// The first L3 request, with the milestone that made it.
+    replan: Option<(Failure, String)>,
+}
+
+/// Runs ready milestones (independent ones in parallel, at most `max_parallel`) until all are
+/// done, one fails for good, the budget runs out, or a stop is requested.
+pub async fn execute(cx: &Arc<Attempt>) -> Result<Flow, Halt> {
+    let mut schedule = Schedule {
+        resumed: cx.journal.read(active_in).await.into_iter().collect(),
+        running: BTreeSet::new(),
+        set: JoinSet::new(),
+        verdict: None,
+        replan: None,
+    };
+    loop {
+        if schedule.verdict.is_none() && schedule.replan.is_none() && !cx.stopping() {
+            schedule.spawn_ready(cx).await;
+        }
+        let Some(joined) = schedule.set.join_next().await else {
+            break;
+        };
+        let (id, end) = match joined {
+            Ok(pair) => pair,
+            Err(error) => {
+                cx.halt.store(true, Ordering::SeqCst);
+                schedule
+                    .verdict
+                    .get_or_insert(Err(Halt::Error(EngineError::Other(format!(
+                        "milestone runner panicked: {error}"
+                    )))));
+                continue;
+            }
+        };
+        schedule.running.remove(&id);
+        schedule.ended(cx, id, end).await;
+        if schedule.set.is_empty()
+            && let Some(flow) = schedule.drained(cx).await?
+        {
+            return Ok(flow);
+        }
+    }
+    if cx.stopping() {
+        return Ok(Flow::Stopped);
+    }
+    let all_done = cx
+        .journal
+        .read(|s| s.plan.as_ref().is_some_and(|p| p.all_done()))
+        .await;
+    if all_done {
+        Ok(Flow::AllDone)
+    } else {
+        Ok(Flow::Ended(Ending {
+            cause: None,
+            status: TaskStatus::Failed,
+            verified: None,
+            reason: "no milestone can run: the plan is stuck".into(),
+            extra: json!({}),
+        }))
+    }
+}
+
+/// The ids of the plan's active milestones, in plan order.
+fn active_in(state: &TaskState) -> Vec<String> {
+    state
+        .plan
+        .iter()
+        .flat_map(|p| p.milestones.iter())
+        .filter(|m| m.status == MilestoneStatus::Active)
+        .map(|m| m.id.clone())
+        .collect()
+}
+
+impl Schedule {
+    /// Starts a runner for every active or ready milestone not running yet, up to the bound.
+    async fn spawn_ready(&mut self, cx: &Arc<Attempt>) {
+        let ready: Vec<String> = cx
+            .journal
+            .read(|s| {
+                let mut ids = active_in(s);
+                ids.extend(s.plan.iter().flat_map(|p| p.ready()).map(|m| m.id.clone()));
+                ids
+            })
+            .await;
+        for id in ready {
+            if self.running.len() >= cx.config.max_parallel || self.running.contains(&id) {
+                continue;
+            }
+            self.running.insert(id.clone());
+            let was_active = self.resumed.remove(&id);
+            let cx = cx.clone();
+            self.set.spawn(async move {
+                let end = runner::run(&cx, &id, was_active).await;
+                (id, end)
+            });
+        }
+    }
+
+    /// Takes one runner's end: anything but a pass or a stop halts the other runners.
+    async fn ended(&mut self, cx: &Attempt, id: String, end: Result<MilestoneEnd, Halt>) {
+        match end {
+            Ok(MilestoneEnd::Passed) | Ok(MilestoneEnd::Stopped) => {}
+            Ok(MilestoneEnd::Failed(failure)) => {
+                cx.halt.store(true, Ordering::SeqCst);
+                self.verdict.get_or_insert(Ok(Flow::Ended(Ending {
+                    cause: None,
+                    status: TaskStatus::Failed,
+                    verified: None,
+                    reason: format!("milestone {id} failed: {}", failure.detail),
+                    extra: json!({"failed_milestone": id, "replan_reason": failure.reason}),
+                })));
+            }
+            Ok(MilestoneEnd::Exhausted { unit }) => {
+                cx.halt.store(true, Ordering::SeqCst);
+                let ending = exhausted(cx, &id, unit).await;
+                self.verdict.get_or_insert(Ok(Flow::Ended(ending)));
+            }
+            Ok(MilestoneEnd::ReplanStrategy(failure)) => {
+                cx.halt.store(true, Ordering::SeqCst);
+                if self.replan.is_none() {
+                    self.replan = Some((failure, id));
+                }
+            }
+            Err(halt) => {
+                cx.halt.store(true, Ordering::SeqCst);
+                self.verdict = Some(Err(halt));
+            }
+        }
+    }
+
+    /// Once no runner is left: the verdict, else an L3 replan (`None`: schedule the new plan),
+    /// else a stop. `None` carries on.
+    async fn drained(&mut self, cx: &Arc<Attempt>) -> Result<Option<Flow>, Halt> {
+        if let Some(verdict) = self.verdict.take() {
+            return verdict.map(Some);
+        }
+        if let Some((failure, id)) = self.replan.take() {
+            cx.halt.store(false, Ordering::SeqCst);
+            if let Some(ending) = replan_strategy(cx, &failure, Some(&id)).await? {
+                return Ok(Some(Flow::Ended(ending)));
+            }
+            self.resumed.clear();
+            return Ok(None);
+        }
+        if cx.stopping() {
+            return Ok(Some(Flow::Stopped));
+        }
+        Ok(None)
+    }
+}
+
+/// A milestone the ledger could not cover: it ends `over_budget`, and so does the task.
+async fn exhausted(cx: &Attempt, id: &str, unit: Unit) -> Ending {
+    let _ = monitor::fail(
+        cx,
+        id,
+        MilestoneOutcome::OverBudget,
+        &Failure::of_plan(
+            ReplanReason::BudgetPressure,
+            format!("the reserve cannot cover {}", unit.as_str()),
+        ),
+    )
+    .await;
+    Ending {
+        cause: None,
+        status: TaskStatus::BudgetExhausted,
+        verified: None,
+        reason: format!(
+            "milestone {id} ran out of {} and the reserve is empty",
+            unit.as_str()
+        ),
+        extra: json!({"exhausted_milestone": id, "unit": unit}),
+    }
+}
+
+/// L3: a new plan version that keeps finished work. `Some(ending)` when none could be made.
+pub async fn replan_strategy(
+    cx: &Attempt,
+    failure: &Failure,
+    milestone: Option<&str>,
+) -> Result<Option<Ending>, Halt> {
+    cx.journal
+        .record(|state| {
+            state.strategy_replans += 1;
+            // The replaced plan failed, unless a new constraint (not the plan) asked for it.
+            let replaced = (failure.reason != ReplanReason::NewConstraint)
+                .then(|| state.ladder.installed_plan.clone())
+                .flatten();
+            state.ladder.begin_replan_strategy(replaced);
+            Ok((Record::default(), ()))
+        })
+        .await?;
+    let replanned = strategic::plan(cx, Some(strategic::Replan { failure, milestone })).await?;
+    match replanned {
+        // A replan is never declined: only a task's first plan may have no milestone.
+        strategic::Strategic::Accepted | strategic::Strategic::NothingToPlan => Ok(None),
+        strategic::Strategic::Refused { reason, cause } => Ok(Some(Ending {
+            cause,
+            status: TaskStatus::Failed,
+            verified: None,
+            reason: format!("strategy replan refused: {reason}"),
+            extra: json!({"failure": failure}),
+        })),
+    }
+}

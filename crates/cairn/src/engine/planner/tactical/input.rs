@@ -1,0 +1,83 @@
+//! What the tactical planner is shown: the prompt's input for one milestone, and on a repair
+//! the failed list as a conversation.
+
+use serde_json::{Value, json};
+
+use super::{Ask, Request};
+use crate::domain::plan::Milestone;
+use crate::engine::runtime::attempt::{Attempt, brief};
+use crate::engine::runtime::checkpoint::TaskState;
+use crate::engine::runtime::ledger;
+use crate::engine::runtime::ports::Turn;
+
+/// The tactical prompt's input: one milestone, its budget left, its dependencies' artifacts,
+/// its tools' schemas and, on repair, what failed.
+pub(super) fn input(
+    cx: &Attempt,
+    request: &Request<'_>,
+    state: &TaskState,
+    milestone: &Milestone,
+) -> Value {
+    let milestone_id = request.milestone_id;
+    let observations: Vec<&Value> = state
+        .runs
+        .get(milestone_id)
+        .map(|run| run.observations.iter().rev().take(12).collect())
+        .unwrap_or_default();
+    let dependency_artifacts: serde_json::Map<String, Value> = milestone
+        .depends_on
+        .iter()
+        .filter_map(|dep| {
+            state
+                .artifacts
+                .get(dep)
+                .map(|a| (dep.clone(), brief(&json!(a), 6000)))
+        })
+        .collect();
+    let mut remaining = state
+        .ledger
+        .as_ref()
+        .map(|l| ledger::remaining(l, milestone_id))
+        .unwrap_or_default();
+    // Whole seconds: a step list does not turn on milliseconds, and a prompt that changed with
+    // every millisecond of latency would make two identical runs differ (and defeat a
+    // server's prompt cache).
+    remaining.wall_ms = remaining.wall_ms.div_ceil(1000) * 1000;
+    json!({
+        "goal": cx.task().goal,
+        "milestone": {"id": milestone.id, "title": milestone.title,
+                      "outcome": milestone.outcome, "accept": milestone.accept},
+        "remaining_budget": remaining,
+        "dependency_artifacts": dependency_artifacts,
+        "tools": cx.tool_schemas(&milestone.tools),
+        "repair": request.ask.repair_level(),
+        "failure": request.failure,
+        "current_steps": milestone.steps,
+        "observations": observations,
+        "validation_errors": request.errors,
+    })
+}
+
+/// On a repair, the list that failed as the model's own earlier answer and the failure as the
+/// reply to it: a small model shown its failed list only inside the input proposes it again
+/// (measured on the 1.5B model: the same list at L1, L2 and L3); as a conversation it reads as
+/// "you said this, it failed". Empty for a first list.
+pub(super) fn repair_turns(request: &Request<'_>, milestone: &Milestone) -> Vec<Turn> {
+    let Some(failure) = request.failure.filter(|_| request.ask != Ask::Initial) else {
+        return Vec::new();
+    };
+    let tried: Vec<Value> = milestone
+        .steps
+        .iter()
+        .map(|s| json!({"id": s.id, "tool": s.tool, "args": s.args}))
+        .collect();
+    vec![
+        Turn::model(json!({"steps": tried})),
+        Turn::engine(json!({
+            "failed": failure.step,
+            "error": brief(&json!(failure.detail), 1000),
+            "next": "That list failed. Write a different one: change the tool or the arguments \
+                     the error points at; a list identical to a failed one is not run again.",
+        })),
+    ]
+}

@@ -1,0 +1,377 @@
+//! The tactical planner: steps for one milestone, just before it runs.
+//!
+//! The prompt is concrete (first seed): one milestone, its acceptance check, its remaining
+//! budget, the artifacts of the milestones it depends on and the full schemas of the tools it
+//! may use. On repair it also carries what was tried and how it failed. A step list that fails
+//! validation goes back to the model with the errors, a bounded number of times; a repair list
+//! whose fingerprint already failed is not executed again: the ladder escalates instead, or,
+//! with `explore_repeats`, it is first refused and asked once more, sampled warmer
+//! ([`Sampling::Explore`]), and a second repeat escalates.
+
+mod input;
+
+use serde_json::json;
+
+use crate::domain::event::kinds::{STEPS_PLANNED, STEPS_REFUSED};
+use crate::domain::ledger::Unit;
+use crate::domain::plan::error::{StepError, feedback};
+use crate::domain::plan::fingerprint::{Fingerprint, of_steps};
+use crate::domain::plan::validate::{PlanLimits, validate_steps};
+use crate::domain::plan::{Milestone, Step, StepList, StepStatus};
+use crate::domain::repair::{ProposalVerdict, RepairLevel, RepairLimits, rung_name};
+use crate::domain::step_repeats::drop_repeated_calls;
+use crate::engine::Halt;
+use crate::engine::runtime::attempt::Question;
+use crate::engine::runtime::attempt::{Asked, Attempt};
+use crate::engine::runtime::checkpoint::{Failure, Record, TaskState};
+use crate::engine::runtime::ledger;
+use crate::engine::runtime::ports::{FailureKind, Purpose, Sampling};
+use crate::engine::{prompts, schemas};
+
+/// Which kind of step list is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ask {
+    /// The milestone's first step list.
+    Initial,
+    /// L1: a corrected version of the failing step (and what follows it).
+    RetryStep,
+    /// L2: a new step list for the whole milestone.
+    ReplanMilestone,
+}
+
+impl Ask {
+    /// The ask for a milestone's pending repair (`None`, or an L3, asks for a first list).
+    pub fn of(pending_repair: Option<RepairLevel>) -> Ask {
+        match pending_repair {
+            Some(RepairLevel::RetryStep) => Ask::RetryStep,
+            Some(RepairLevel::ReplanMilestone) => Ask::ReplanMilestone,
+            _ => Ask::Initial,
+        }
+    }
+
+    /// The repair level this ask answers, `None` for a first list.
+    pub fn repair_level(self) -> Option<RepairLevel> {
+        match self {
+            Ask::Initial => None,
+            Ask::RetryStep => Some(RepairLevel::RetryStep),
+            Ask::ReplanMilestone => Some(RepairLevel::ReplanMilestone),
+        }
+    }
+}
+
+/// What the tactical tier produced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Planned {
+    /// A new step list is attached to the milestone.
+    Steps {
+        fingerprint: String,
+    },
+    /// The proposal repeats one already tried: escalate to `to` (`None`: give up) instead of
+    /// executing it.
+    Repeated {
+        fingerprint: String,
+        to: Option<RepairLevel>,
+    },
+    /// Every proposal, re-asks included, was invalid or unusable.
+    Unusable {
+        reason: String,
+    },
+    Exhausted {
+        unit: Unit,
+    },
+}
+
+/// One request to the tactical planner.
+#[derive(Clone, Copy)]
+pub(super) struct Request<'a> {
+    pub(super) milestone_id: &'a str,
+    pub(super) ask: Ask,
+    pub(super) failure: Option<&'a Failure>,
+    /// The validation errors of the previous proposal, on a re-ask.
+    pub(super) errors: Option<&'a str>,
+}
+
+/// The model's answer to one request, judged, as it is committed.
+struct Proposal<'a> {
+    request: Request<'a>,
+    attempt: u32,
+    parsed: &'a Result<Vec<Step>, String>,
+    /// The model could not be reached (not counted as the planner's failure).
+    transient: bool,
+    fingerprint: Option<Fingerprint>,
+    /// A repair proposal that repeats a failed list is refused and asked once more, sampled
+    /// warmer, before the ladder escalates on it.
+    may_reask_repeat: bool,
+}
+
+/// Asks for steps for `milestone_id` and attaches them (one commit per model call).
+pub async fn plan_steps(
+    cx: &Attempt,
+    milestone_id: &str,
+    ask: Ask,
+    failure: Option<&Failure>,
+) -> Result<Planned, Halt> {
+    let limits = super::repair::limits(&cx.config);
+    let mut errors: Option<String> = None;
+    let mut sampling = Sampling::Endpoint;
+    for reask in 0..=cx.config.max_reasks {
+        let request = Request {
+            milestone_id,
+            ask,
+            failure,
+            errors: errors.as_deref(),
+        };
+        let Some((milestone, attempt, input)) = read_question(cx, &request).await else {
+            return Ok(Planned::Unusable {
+                reason: format!("milestone {milestone_id} is not in the plan"),
+            });
+        };
+        let turns = input::repair_turns(&request, &milestone);
+        let question = Question {
+            purpose: Purpose::Tactical,
+            milestone: Some(milestone_id),
+            attempt,
+            prompt: &prompts::TACTICAL,
+            input,
+            turns,
+            schema: schemas::tactical(&cx.tool_schemas(&milestone.tools)),
+        };
+        let asked = cx.ask_sampled(question, sampling).await;
+        let parsed = parse(&asked, &milestone);
+        let fingerprint = parsed.as_ref().ok().map(|steps| of_steps(steps));
+        let proposal = Proposal {
+            request,
+            attempt,
+            parsed: &parsed,
+            transient: matches!(&asked.reply, Err(e) if e.kind != FailureKind::InvalidOutput),
+            fingerprint: fingerprint.clone(),
+            may_reask_repeat: cx.config.explore_repeats
+                && sampling == Sampling::Endpoint
+                && reask < cx.config.max_reasks,
+        };
+        let (_, outcome) = cx
+            .journal
+            .record_prompted(&asked.prompt, |state| {
+                commit(state, proposal, &asked, &limits)
+            })
+            .await?;
+        if let Some(outcome) = outcome {
+            return Ok(outcome);
+        }
+        errors = match (parsed, fingerprint) {
+            (Err(reason), _) => Some(reason),
+            // Refused as a repeat: the same question once more, with the refusal stated.
+            (Ok(_), fp) => {
+                sampling = Sampling::Explore;
+                Some(format!(
+                    "this step list repeats one that already failed (fingerprint {}); it is \
+                     not run again: write a different list",
+                    fp.map(|f| f.0).unwrap_or_default()
+                ))
+            }
+        };
+    }
+    Ok(Planned::Unusable {
+        reason: errors.unwrap_or_else(|| "no usable step list".into()),
+    })
+}
+
+/// What the question needs: the milestone, the call's attempt number and the input, read
+/// under the journal's lock (no copy of the state); `None` when the plan has no such milestone.
+async fn read_question(
+    cx: &Attempt,
+    request: &Request<'_>,
+) -> Option<(Milestone, u32, serde_json::Value)> {
+    let milestone_id = request.milestone_id;
+    cx.journal
+        .read(|state| {
+            let milestone = state
+                .plan
+                .as_ref()
+                .and_then(|plan| plan.milestone(milestone_id))?
+                .clone();
+            let attempt = state
+                .runs
+                .get(milestone_id)
+                .map_or(0, |run| run.tactical_calls)
+                + 1;
+            let input = input::input(cx, request, state, &milestone);
+            Some((milestone, attempt, input))
+        })
+        .await
+}
+
+/// Reads and validates a step list from the model's answer; `Err` is the feedback for a re-ask.
+fn parse(asked: &Asked, milestone: &Milestone) -> Result<Vec<Step>, String> {
+    let reply = asked
+        .reply
+        .as_ref()
+        .map_err(|error| error.message.clone())?;
+    let steps = serde_json::from_value::<StepList>(reply.value.clone())
+        .map(|list| list.steps)
+        .map_err(|error| format!("not a step list: {error}"))?;
+    // Calls repeated with nothing between to change their answer are cut, not refused.
+    let (steps, _dropped) = drop_repeated_calls(steps);
+    match validate_steps(&steps, milestone, &PlanLimits::default()) {
+        Ok(()) => Ok(steps),
+        Err(mut errors) => {
+            // A tool outside the milestone's list is the executor's to refuse (and count as
+            // drift), not a malformed proposal.
+            errors.retain(|e| !matches!(e, StepError::ToolNotAllowed { .. }));
+            if errors.is_empty() {
+                Ok(steps)
+            } else {
+                Err(feedback(&errors, 8))
+            }
+        }
+    }
+}
+
+/// Commits one tactical call: its charge, the ladder's verdict on the proposal, and the steps
+/// attached or refused. `Some` ends the asking.
+fn commit(
+    state: &mut TaskState,
+    proposal: Proposal<'_>,
+    asked: &Asked,
+    limits: &RepairLimits,
+) -> Result<(Record, Option<Planned>), Halt> {
+    let milestone_id = proposal.request.milestone_id;
+    let mut record = Record::default();
+    let charged = ledger::charge(
+        state,
+        Some(milestone_id),
+        asked.spend,
+        "tactical",
+        &mut record,
+    )?;
+    let exhausted = charged.and_then(|c| c.exhausted);
+    state.run_mut(milestone_id).tactical_calls = proposal.attempt;
+    let level = proposal.request.ask.repair_level();
+    if let (Some(fp), Some(level), true) = (&proposal.fingerprint, level, proposal.may_reask_repeat)
+        && state.ladder.failed_before(milestone_id, fp)
+    {
+        record.push(
+            STEPS_REFUSED,
+            json!({"milestone": milestone_id, "attempt": proposal.attempt,
+                   "repeated_fingerprint": fp.0, "level": level, "reask": true}),
+        );
+        let outcome = exhausted.map(|unit| Planned::Exhausted { unit });
+        return Ok((record, outcome));
+    }
+    // The ladder judges a repair proposal: new ones are executed, failed ones escalate.
+    let verdict = match (&proposal.fingerprint, level) {
+        (Some(fp), Some(level)) => state
+            .ladder
+            .propose(milestone_id, level, fp.clone(), limits),
+        _ => ProposalVerdict::Accept,
+    };
+    let outcome = settle(state, &proposal, verdict, &mut record);
+    let outcome = match exhausted {
+        Some(unit) => Some(Planned::Exhausted { unit }),
+        None => outcome,
+    };
+    Ok((record, outcome))
+}
+
+/// What the verdict on a proposal means: refused (re-ask), repeated (escalate) or attached.
+fn settle(
+    state: &mut TaskState,
+    proposal: &Proposal<'_>,
+    verdict: ProposalVerdict,
+    record: &mut Record,
+) -> Option<Planned> {
+    let Request {
+        milestone_id,
+        ask,
+        failure,
+        ..
+    } = proposal.request;
+    let attempt = proposal.attempt;
+    let level = ask.repair_level();
+    match (proposal.parsed, proposal.fingerprint.clone().map(|f| f.0)) {
+        (Err(reason), _) => {
+            if !proposal.transient {
+                state.metrics.step_lists_invalid += 1;
+                state.metrics.planner_failures += 1;
+            }
+            record.push(
+                STEPS_REFUSED,
+                json!({"milestone": milestone_id, "attempt": attempt, "errors": reason}),
+            );
+            None
+        }
+        (Ok(_), Some(fp)) if verdict != ProposalVerdict::Accept => {
+            let to = match verdict {
+                ProposalVerdict::Escalate { to } => Some(to),
+                _ => None,
+            };
+            record.push(
+                STEPS_REFUSED,
+                json!({"milestone": milestone_id, "attempt": attempt,
+                       "repeated_fingerprint": fp, "level": level,
+                       "escalate_to": rung_name(to)}),
+            );
+            Some(Planned::Repeated {
+                fingerprint: fp,
+                to,
+            })
+        }
+        (Ok(steps), Some(fp)) => {
+            attach(state, milestone_id, ask, failure, steps.clone());
+            record.push(
+                STEPS_PLANNED,
+                json!({"milestone": milestone_id, "attempt": attempt,
+                       "level": level, "fingerprint": fp,
+                       "steps": steps}),
+            );
+            if let Some(level) = level {
+                record.plan_version =
+                    Some((level.as_str().to_string(), failure.and_then(|f| f.seq)));
+            }
+            Some(Planned::Steps { fingerprint: fp })
+        }
+        (Ok(_), None) => None,
+    }
+}
+
+/// Attaches a step list: L1 keeps the steps before the failing one and replaces the rest;
+/// the initial list and L2 replace everything. A re-planned step identical to one already
+/// performed keeps its idempotency key (content-derived) and is answered from its receipt.
+fn attach(
+    state: &mut TaskState,
+    milestone_id: &str,
+    ask: Ask,
+    failure: Option<&Failure>,
+    mut steps: Vec<Step>,
+) {
+    let Some(milestone) = state
+        .plan
+        .as_mut()
+        .and_then(|plan| plan.milestone_mut(milestone_id))
+    else {
+        return;
+    };
+    let keep = match (ask, failure.and_then(|f| f.step.as_deref())) {
+        (Ask::RetryStep, Some(failed)) => milestone
+            .steps
+            .iter()
+            .position(|s| s.id == failed)
+            .unwrap_or(milestone.steps.len()),
+        _ => 0,
+    };
+    let prior_attempt = milestone.steps.get(keep).map(|s| s.attempt).unwrap_or(0);
+    for step in &mut steps {
+        step.status = StepStatus::Pending;
+        step.attempt = if ask == Ask::RetryStep {
+            prior_attempt + 1
+        } else {
+            0
+        };
+    }
+    milestone.steps.truncate(keep);
+    milestone.steps.extend(steps);
+    let run = state.run_mut(milestone_id);
+    run.generation += 1;
+    run.next_step = keep;
+    run.needs_steps = false;
+}
