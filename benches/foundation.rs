@@ -1,6 +1,6 @@
-//! Foundation benchmark (issue 2's figures), on Postgres, against a real `cairn serve` process:
-//! POST -> 202 latency (one client, then 32 at once), event rows written per second, SSE
-//! delivery latency (commit -> client,
+//! Foundation benchmark (the figures of docs/benchmarks.md, "Service foundation"), on Postgres,
+//! against a real `cairn serve` process: POST -> 202 latency (one client, then 32 at once), event
+//! rows written per second, SSE delivery latency (commit -> client,
 //! live events only: those committed after the stream was requested) and idle RSS. Run with
 //! `cargo bench --bench foundation` (Postgres at 127.0.0.1:5432, or `CAIRN_TEST_PG_URL`).
 //! Prints one line of figures; asserts nothing about speed. `BENCH_WORKERS=N` runs the server

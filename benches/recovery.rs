@@ -1,4 +1,5 @@
-//! Memory per active task and recovery time after a crash, on Postgres (ARCHITECTURE §9).
+//! Memory per active task and recovery time after a crash, on Postgres (docs/benchmarks.md,
+//! "Memory and recovery").
 //!
 //! A crash must be a real one: killing engines inside this process would leave their spawned
 //! tasks and heartbeats alive. So this binary re-runs itself as a child process (the "crashed

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Rule 9's fresh rates split by what a call can see of its work (issue 11).
+"""Rule 9's fresh rates split by what a call can see of its work (docs/evaluation.md,
+"Calibrating the slips").
 
     scripts/live-fresh.py TRACE.jsonl SUITE/suite.toml
 

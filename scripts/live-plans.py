@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""What the real model's v2 plans grant, judged against the suite's ground truth (issue 11).
+"""What the real model's v2 plans grant, judged against the suite's ground truth
+(docs/evaluation.md, "Plans, read from the store").
 
     scripts/live-plans.py OUT/eval.db SUITE/suite.toml [PLANS.jsonl]
 
@@ -42,8 +43,8 @@ def named(leaf):
 
 def check_of(milestone, steps):
     """Whether a milestone's check can pass in the world. The world names a step's artifact
-    by the step's id and, since 2026-12-04, by its tool's name too (the artifact a tool
-    declares under `[world] declare_artifacts`; none of the plans read before named one), and
+    by the step's id and, under `[world] declare_artifacts`, by its tool's name too (the
+    artifact a tool declares; none of the plans read before that setting named one), and
     no world tool answers with an exit code, so: an artifact or schema leaf passes only if it
     names some step or a step's tool (`names_step`), and, stricter, one whose tool this
     milestone is granted (`reachable`: a milestone's check reads its own artifacts only); a

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""How far runs get on the multi-step tasks, live beside simulated (issue 11, item 5).
+"""How far runs get on the multi-step tasks, live beside simulated (docs/evaluation.md,
+"Calibrating the slips").
 
     scripts/live-progress.py SIM/report.json LIVE/runs.jsonl [LIVE/trace.jsonl]
 

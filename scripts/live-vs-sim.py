@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Live beside simulated, task by task (issue 11, item 5).
+"""Live beside simulated, task by task (docs/evaluation.md, "Calibrating the slips").
 
     scripts/live-vs-sim.py SIM/report.json LIVE/runs.jsonl [--markdown]
 

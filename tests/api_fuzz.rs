@@ -219,6 +219,7 @@ fn documented_goal_schema() -> serde_json::Value {
 
 fn server_accepts(goal: &str) -> bool {
     CreateTaskRequest {
+        tools: None,
         goal: goal.to_string(),
         budget: Budget {
             tokens: 1,

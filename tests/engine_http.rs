@@ -1,5 +1,5 @@
-//! The v2 engine end to end through the HTTP API against the in-process simulator: the first
-//! seed's worked example with its exact ledger figures, and the gate's direct route.
+//! The v2 engine end to end through the HTTP API against the in-process simulator: the worked
+//! example (docs/scenarios.md) with its exact ledger figures, and the gate's direct route.
 // Test code: a failed set-up is a failed test, and it may read the wall clock.
 #![allow(
     clippy::unwrap_used,

@@ -35,7 +35,7 @@ fn the_default_suite_covers_every_category_and_injected_failure() {
     for fault in suite.tasks.iter().filter_map(|t| t.fault.as_ref()) {
         *counts.entry(fault.kind.as_str()).or_default() += 1;
     }
-    // Every failure class of the second seed at least three times.
+    // Every injected failure class (docs/evaluation.md, "Suites") at least three times.
     assert!(counts.values().all(|n| *n >= 3), "{counts:?}");
     let faults: BTreeSet<&str> = counts.keys().copied().collect();
     let expected = [
@@ -99,6 +99,7 @@ async fn world() -> (common::TestSqlite, Arc<dyn Store>, World, uuid::Uuid) {
     store
         .create_task(
             NewTask {
+                tools: None,
                 id,
                 tenant_id: DEFAULT_TENANT.into(),
                 goal: "find the module and patch it".into(),

@@ -30,6 +30,7 @@ use tokio::sync::watch;
 async fn journal(store: Arc<dyn Store>) -> (Journal, watch::Sender<StopSignal>) {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let new = NewTask {
+        tools: None,
         id: uuid::Uuid::now_v7(),
         tenant_id: DEFAULT_TENANT.to_string(),
         goal: "staged transitions".to_string(),

@@ -91,6 +91,7 @@ fn params(store: Arc<dyn Store>, engine: Arc<dyn Engine>, clock: Arc<dyn Clock>)
 
 async fn submit(store: &dyn Store, clock: &dyn Clock, metadata: serde_json::Value) -> TaskId {
     let new = NewTask {
+        tools: None,
         id: uuid::Uuid::now_v7(),
         tenant_id: DEFAULT_TENANT.to_string(),
         goal: "lease expiry".to_string(),

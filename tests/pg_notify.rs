@@ -29,6 +29,7 @@ const WAIT: StdDuration = StdDuration::from_secs(15);
 
 fn new_task() -> NewTask {
     NewTask {
+        tools: None,
         id: Uuid::now_v7(),
         tenant_id: DEFAULT_TENANT.to_string(),
         goal: "notify".to_string(),

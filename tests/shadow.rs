@@ -200,6 +200,7 @@ async fn a_shadow_run_sends_side_effects_only_to_the_sandbox() {
     let created = store
         .create_task(
             NewTask {
+                tools: None,
                 id: uuid::Uuid::now_v7(),
                 tenant_id: DEFAULT_TENANT.into(),
                 goal: "deploy build 42 and tell ops".into(),

@@ -1,8 +1,8 @@
 //! The scenario files under `scenarios/` and the simulator serving them: every file loads; the
-//! worked example replays the first seed's figures through the real clients and the domain's
-//! ledger; invalid-plan faults produce plans the domain refuses; the direct question and the
-//! generic mode do real work; everything is labelled simulated; stats and the registry file
-//! are served over HTTP.
+//! worked example replays its figures (docs/scenarios.md, "The worked example") through the real
+//! clients and the domain's ledger; invalid-plan faults produce plans the domain refuses; the
+//! direct question and the generic mode do real work; everything is labelled simulated; stats and
+//! the registry file are served over HTTP.
 // Test code: a failed set-up is a failed test, and it may read the wall clock.
 #![allow(
     clippy::unwrap_used,

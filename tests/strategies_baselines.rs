@@ -1,6 +1,7 @@
 //! The baseline strategies (one_shot, reactive, v1) against the scripted ports of the engine
-//! tests, on a real SQLite store: each one's protocol, and the first seed's central claim on
-//! its worked example: v1 throws finished work away at the m4 failure, v2 keeps it.
+//! tests, on a real SQLite store: each one's protocol, and local repair's central claim on the
+//! worked example (docs/scenarios.md): v1 throws finished work away at the m4 failure, v2 keeps
+//! it.
 // Test code: a failed set-up is a failed test, and it may read the wall clock.
 #![allow(
     clippy::unwrap_used,
@@ -48,8 +49,9 @@ fn run(cwd: &str) -> serde_json::Value {
 
 #[tokio::test]
 async fn v1_discards_progress_where_v2_keeps_it_on_the_worked_example() {
-    // v1: the list written up front misses c/start.sh (as m1's search did in the seed); the
-    // test run in c fails; the second list is right, and is executed from its first step.
+    // v1: the list written up front misses c/start.sh (as m1's search does in the worked
+    // example); the test run in c fails; the second list is right, and is executed from its
+    // first step.
     let (_file, store) = store().await;
     let model = Arc::new(FakeModel::default());
     let tools = Arc::new(FakeTools::default());

@@ -46,6 +46,7 @@ async fn submit(store: &dyn Store, count: usize, steps: u64, step_ms: u64) -> Ve
     let mut ids = Vec::new();
     for n in 0..count {
         let new = NewTask {
+            tools: None,
             id: uuid::Uuid::now_v7(),
             tenant_id: DEFAULT_TENANT.to_string(),
             goal: format!("pool test task {n}"),
@@ -311,6 +312,7 @@ async fn the_wall_clock_budget_ends_a_task_as_budget_exhausted() {
     let store: Arc<dyn Store> = Arc::new(store);
     let pool = WorkerPool::start(pool_params(store.clone(), 1));
     let new = NewTask {
+        tools: None,
         id: uuid::Uuid::now_v7(),
         tenant_id: DEFAULT_TENANT.to_string(),
         goal: "too slow for its budget".to_string(),

@@ -3,7 +3,7 @@
 
 /// The allocator `cairn serve` runs with (src/main.rs), so a benchmark measures the CPU and
 /// memory of the process it stands for: with glibc's malloc the orchestration bench's own CPU
-/// per step was 32-44% higher (docs/benchmarks.md, 2026-12-03).
+/// per step was 32-44% higher (measured as in docs/benchmarks.md, "CPU per step").
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

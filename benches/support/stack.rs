@@ -174,6 +174,7 @@ pub async fn submit(store: &dyn Store, count: usize) -> Vec<TaskId> {
     let mut ids = Vec::with_capacity(count);
     for n in 0..count {
         let new = NewTask {
+            tools: None,
             id: uuid::Uuid::now_v7(),
             tenant_id: DEFAULT_TENANT.to_string(),
             goal: format!("benchmark task {n}: run the planned steps in order"),

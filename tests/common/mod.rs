@@ -102,6 +102,7 @@ pub async fn footprint(
 pub fn new_task(tenant: &str, goal: &str) -> cairn::domain::task::NewTask {
     use cairn::domain::task::{Budget, NewTask, Strategy};
     NewTask {
+        tools: None,
         id: uuid::Uuid::now_v7(),
         tenant_id: tenant.to_string(),
         goal: goal.to_string(),

@@ -253,6 +253,7 @@ pub async fn run_task(
     let created = store
         .create_task(
             NewTask {
+                tools: None,
                 id: uuid::Uuid::now_v7(),
                 tenant_id: "default".into(),
                 goal: goal.into(),
@@ -315,7 +316,7 @@ pub fn succeeded(task: &Task) -> bool {
     task.status == TaskStatus::Succeeded
 }
 
-/// The worked example's plan (first seed), as the strategic model answers it.
+/// The worked example's plan (docs/scenarios.md), as the strategic model answers it.
 pub fn worked_plan() -> Value {
     let patch = |id: &str, dir: &str, title: &str| {
         json!({"id": id, "title": title, "depends_on": ["m1"], "effort": 2,

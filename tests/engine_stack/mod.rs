@@ -98,7 +98,7 @@ impl Stack {
             .expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let (stop, stopped) = oneshot::channel::<()>();
-        let state = AppState::new(store.clone(), clock, config);
+        let state = AppState::new(store.clone(), clock, config).with_tools(sim.registry());
         tokio::spawn(cairn::http::serve(listener, state, async move {
             let _ = stopped.await;
         }));
@@ -138,6 +138,19 @@ impl Stack {
         assert_eq!(response.status().as_u16(), 202, "task accepted");
         let body: Value = response.json().await.expect("task json");
         body["id"].as_str().expect("task id").to_string()
+    }
+
+    /// Posts `body` to `/v1/tasks`: the status and the answer.
+    pub async fn post_task(&self, body: &Value) -> (u16, Value) {
+        let response = self
+            .client
+            .post(format!("{}/v1/tasks", self.base))
+            .json(body)
+            .send()
+            .await
+            .expect("POST /v1/tasks");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
     }
 
     /// Polls the task until it is terminal.

@@ -112,6 +112,7 @@ impl Serve {
 /// Inserts a task through the store (the same row and event `POST /v1/tasks` writes).
 pub async fn submit(store: &dyn Store, steps: u64, step_ms: u64) -> TaskId {
     let new = NewTask {
+        tools: None,
         id: uuid::Uuid::now_v7(),
         tenant_id: DEFAULT_TENANT.to_string(),
         goal: "survive a crash".to_string(),

@@ -30,6 +30,7 @@ pub fn clock() -> Arc<ManualClock> {
 
 pub fn new_task(tenant: &str, goal: &str) -> NewTask {
     NewTask {
+        tools: None,
         id: uuid::Uuid::now_v7(),
         tenant_id: tenant.to_owned(),
         goal: goal.to_owned(),

@@ -20,8 +20,8 @@ use tokio::net::TcpListener;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
-use crate::engine::Engine;
 use crate::store::{self, Backend, Store, StoreError};
+use crate::wiring::Wired;
 use crate::worker::{Reaper, ReaperParams, WorkerPool, claim_node};
 
 /// Prefix of the line that announces the bound address.
@@ -40,7 +40,7 @@ pub enum ServeError {
     Http(std::io::Error),
     /// The engine could not be built from the configuration (a model endpoint, a tools file).
     #[error("cannot start the engine: {0}")]
-    Engine(String),
+    Engine(#[from] crate::wiring::WiringError),
     /// Serving would expose the API without authentication (see `crate::http::auth`).
     #[error(transparent)]
     Auth(#[from] crate::http::auth_start::AuthStartError),
@@ -80,16 +80,15 @@ pub async fn serve(
 /// history, such as gate statistics, from it). This is where the planning engine plugs in.
 pub async fn serve_with(
     config: Config,
-    make_engine: impl FnOnce(&Config, Arc<dyn Store>) -> Result<Arc<dyn Engine>, ServeError>,
+    make_engine: impl FnOnce(&Config, Arc<dyn Store>) -> Result<Wired, ServeError>,
     shutdown: impl Future<Output = ()> + Send,
     rollout: Arc<crate::engine::rollout::Rollout>,
 ) -> Result<(), ServeError> {
     let store = open_migrated(&config).await?;
     let auth = crate::http::auth_start::start_mode(config.auth, config.listen_addr, store.as_ref())
         .await?;
-    let engine = make_engine(&config, store.clone())?;
-    let models = crate::wiring::clients::model_probe(&config)
-        .map_err(|error| ServeError::Engine(error.to_string()))?;
+    let Wired { engine, tools } = make_engine(&config, store.clone())?;
+    let models = crate::wiring::clients::model_probe(&config).map_err(ServeError::Engine)?;
     let listener = TcpListener::bind(config.listen_addr)
         .await
         .map_err(|source| ServeError::Bind {
@@ -119,6 +118,7 @@ pub async fn serve_with(
         worker_id.clone(),
     ));
     let state = crate::http::AppState::new(store.clone(), clock, &config)
+        .with_tools(tools)
         .with_rollout(rollout)
         .with_auth(auth);
     let state = match models {

@@ -66,8 +66,9 @@ pub mod kinds {
     pub const GATE_DECIDED: &str = "gate.decided";
     /// `{route, status, verified, steps_completed}`: the outcome of the gate's decision.
     pub const GATE_OUTCOME: &str = "gate.outcome";
-    /// `{attempt, errors, proposal}`: a strategic proposal refused by validation (sent back
-    /// to the planner with the errors).
+    /// `{attempt, errors, proposal, repeated}`: a strategic proposal refused by validation
+    /// (sent back to the planner with the errors), or, with `repeated` true, an L3 plan refused
+    /// as identical to a plan that failed.
     pub const PLAN_REFUSED: &str = "plan.refused";
     /// `{attempt, version, reason, milestones}`: a valid plan was installed (`milestones` is
     /// the count).

@@ -20,7 +20,8 @@ impl PerUnit<u64> {
     }
 }
 
-/// Counters for planner telemetry (second seed): planner vs executor failures kept apart.
+/// Counters for planner telemetry: planner vs executor failures kept apart (a wrong plan and a
+/// right plan badly carried out need different fixes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(default)]
 pub struct Metrics {

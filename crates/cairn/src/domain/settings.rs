@@ -1,7 +1,8 @@
 //! The engine's settings: the parameters of the domain's rules (the ledger's reserve and repair
 //! threshold, the repair ladder's limits, the gate's direct-route thresholds) and how many
-//! milestones of one task run at once. Defaults are the seeds' numbers. Pure data, so the
-//! configuration can compose it without depending on the engine.
+//! milestones of one task run at once. Defaults are those of docs/architecture.md, "The engine" (a
+//! 20% reserve, repair at 80% of an allocation, at most 3 calls and a 0.9 success rate to go
+//! direct). Pure data, so the configuration can compose it without depending on the engine.
 
 use serde::{Deserialize, Serialize};
 
@@ -25,7 +26,8 @@ pub struct EngineSettings {
     pub max_reasks: u32,
     /// A repair proposal that repeats a failed step list is asked once more, sampled warmer,
     /// before the ladder escalates. Off by default: on the 1.5B model the warmer re-ask
-    /// repeated the list 10 times out of 10, and the seed's worked example escalates at once.
+    /// repeated the list 10 times out of 10, and the worked example (docs/scenarios.md)
+    /// escalates at once.
     pub explore_repeats: bool,
     /// Milestones of one task running at once.
     pub max_parallel: usize,

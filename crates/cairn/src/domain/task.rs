@@ -173,6 +173,10 @@ pub struct Task {
     pub attempts: i32,
     /// The sequence number of the task's latest event.
     pub last_seq: i64,
+    /// The registered tools the task may use, when its submitter narrowed them; absent, every
+    /// registered tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
 }
 
 /// What the API hands the store to create a task.
@@ -184,6 +188,8 @@ pub struct NewTask {
     pub strategy: Strategy,
     pub budget: Budget,
     pub metadata: Value,
+    /// The registered tools the task may use; `None`, every one.
+    pub tools: Option<Vec<String>>,
 }
 
 /// The proof that a worker owns a task: who claimed it and with which fence.

@@ -10,7 +10,7 @@ use super::gate::Route;
 use super::report::TaskReport;
 use super::task::{Task, TaskStatus};
 
-/// Planner telemetry over finished v2 tasks (second seed). Rates are `null` when nothing was counted.
+/// Planner telemetry over finished v2 tasks. Rates are `null` when nothing was counted.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct PlannerStats {
     /// Finished tasks the engine v2 ran (planned or direct).

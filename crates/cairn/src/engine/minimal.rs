@@ -222,6 +222,7 @@ mod tests {
     fn task(metadata: Value) -> Task {
         let now = crate::clock::Clock::now(&crate::clock::SystemClock);
         Task {
+            tools: None,
             id: uuid::Uuid::now_v7(),
             tenant_id: "default".into(),
             goal: "g".into(),

@@ -16,6 +16,7 @@
 //! Work done after the last commit is simply redone by the next attempt, which resumes from the
 //! checkpoint; that is why a step must be one commit.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -24,6 +25,7 @@ use tokio::sync::watch;
 
 use crate::clock::Clock;
 use crate::domain::task::{Lease, Task, TaskStatus};
+use crate::engine::runtime::ports::ToolSpec;
 use crate::store::{Change, Commit, Store, StoreError};
 
 pub mod baselines;
@@ -134,6 +136,21 @@ pub struct RunContext {
 }
 
 impl RunContext {
+    /// The tools this task may use: the registered ones, narrowed to the task's own list when
+    /// its submitter gave one (a name no longer registered is simply not offered).
+    pub fn offered_tools(&self, registered: Vec<ToolSpec>) -> BTreeMap<String, ToolSpec> {
+        registered
+            .into_iter()
+            .filter(|spec| {
+                self.task
+                    .tools
+                    .as_ref()
+                    .is_none_or(|allowed| allowed.contains(&spec.name))
+            })
+            .map(|spec| (spec.name.clone(), spec))
+            .collect()
+    }
+
     /// One fenced write under this attempt's lease, at the clock's current time.
     pub async fn commit(&self, change: Change) -> Result<Applied, Halt> {
         match self

@@ -1,6 +1,7 @@
 //! Gated rollout of v2: a configurable percentage of `auto` tasks runs on v2, the rest on the
 //! incumbent v1 planner, and raising the percentage is refused while the latest evaluation
-//! report shows a regression (first seed: "review every regression, then roll out gradually").
+//! report shows a regression: every regression is reviewed before the rollout grows, step by
+//! step (docs/evaluation.md, "Rollout").
 //!
 //! - **Sticky by task id:** a task's bucket is a hash of its id (0..100); it runs on v2 when the
 //!   bucket is below the percentage. The same task always lands in the same bucket, and a

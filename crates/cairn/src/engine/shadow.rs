@@ -1,7 +1,7 @@
 //! Shadow runs: a candidate strategy runs on a copy of a real task, with every side-effecting
 //! tool sent to its `sandbox_url`, or refused when it has none, so the real world is never
-//! touched by the shadow (first seed: "run v2 in shadow on a copy of real tasks where side
-//! effects are sandboxed, compare per-task outcomes").
+//! touched by the shadow and the two outcomes can be compared task by task before a rollout
+//! (docs/evaluation.md, "Shadow runs").
 //!
 //! The copy is an ordinary task (same tenant, goal and budget, the candidate strategy) whose
 //! metadata names the original (`shadow_of`), so both outcomes are stored side by side in the
@@ -41,6 +41,7 @@ pub async fn start_shadow_by(
         strategy: candidate,
         budget: original.budget,
         metadata: json!({ SHADOW_OF: original.id, "original_strategy": original.strategy }),
+        tools: original.tools.clone(),
     };
     Ok(store.create_task_by(new, None, by, now).await?.task)
 }

@@ -40,6 +40,7 @@ pub mod stats;
 pub mod stream_token;
 pub mod tasks;
 pub mod tools;
+pub mod tools_doc;
 
 pub use limits::HttpLimits;
 pub use router::{openapi, openapi_json, router, serve};

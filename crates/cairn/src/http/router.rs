@@ -95,12 +95,30 @@ fn render(document: &utoipa::openapi::OpenApi) -> String {
     json
 }
 
+/// The document a running server serves: the committed one, naming the registered tools.
+fn served(document: &utoipa::openapi::OpenApi, tools: &crate::tools::ToolRegistry) -> String {
+    if tools.is_empty() {
+        return render(document);
+    }
+    let Ok(mut value) = serde_json::to_value(document) else {
+        return render(document);
+    };
+    super::tools_doc::name_registered(&mut value, tools);
+    match serde_json::to_string_pretty(&value) {
+        Ok(mut json) => {
+            json.push('\n');
+            json
+        }
+        Err(_) => render(document),
+    }
+}
+
 /// The whole HTTP surface.
 pub fn router(state: AppState) -> Router {
     let (api, mut document) = api_routes().split_for_parts();
     super::limits_doc::document_limits(&mut document);
     auth_doc::describe(&mut document);
-    let document = OpenApiDocument(Arc::new(render(&document)));
+    let document = OpenApiDocument(Arc::new(served(&document, &state.tools)));
     // Authentication and scopes ([`auth`]): routes only, so unknown paths stay 404s. The
     // per-client limits run inside it, so they count against the caller's key.
     let limits = Guard::new(state.settings.limits.clone());

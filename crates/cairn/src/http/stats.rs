@@ -1,5 +1,6 @@
-//! `GET /v1/stats` and `GET /v1/stats/gate`: how the planner is doing (second seed's planner
-//! telemetry) and how the plan-or-act gate routes (first seed).
+//! `GET /v1/stats` and `GET /v1/stats/gate`: how the planner is doing (plan validity, replans,
+//! drift, planner and executor failures apart) and how the plan-or-act gate routes (decisions
+//! beside outcomes, so misroutes can be counted).
 //!
 //! Both are computed (by `crate::domain::telemetry`) from the results of the caller's tenant's
 //! most recent finished tasks (at most [`WINDOW`]); a key with the `admin` scope may name

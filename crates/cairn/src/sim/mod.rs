@@ -1,9 +1,9 @@
 //! The simulator: a scripted OpenAI-compatible model and tool endpoints in one HTTP server.
 //!
-//! It is how the engine is tested, how the first seed's worked example is replayed with exact
-//! token figures, how the evaluation runs without a paid model, and what `cairn serve` talks to
-//! when no model is configured. The same code runs as `cairn sim --scenario FILE --port P` and
-//! in-process on `127.0.0.1:0` ([`SimServer`]).
+//! It is how the engine is tested, how the worked example (docs/scenarios.md, "The worked
+//! example") is replayed with exact token figures, how the evaluation runs without a paid model,
+//! and what `cairn serve` talks to when no model is configured. The same code runs as
+//! `cairn sim --scenario FILE --port P` and in-process on `127.0.0.1:0` ([`SimServer`]).
 //!
 //! - [`scenario`]: the scenario file format (replies, usage, tools with state rules, faults);
 //! - [`llm`]: `POST /v1/chat/completions`, matched on `X-Cairn-Purpose`, `-Milestone`,

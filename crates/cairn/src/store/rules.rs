@@ -102,8 +102,25 @@ pub(crate) fn cancelled_event(previous: TaskStatus, by: Option<&str>) -> Value {
 
 /// The data of a `task.created` event: what was asked for, and by whom when known.
 pub(crate) fn created_event(new: &crate::domain::task::NewTask, by: Option<&str>) -> Value {
-    let data = json!({ "goal": new.goal, "strategy": new.strategy, "budget": new.budget });
+    let mut data = json!({ "goal": new.goal, "strategy": new.strategy, "budget": new.budget });
+    if let (Some(tools), Some(object)) = (&new.tools, data.as_object_mut()) {
+        object.insert("tools".into(), json!(tools));
+    }
     with_actor(data, by)
+}
+
+/// A task's tool list as stored: JSON text, `None` (NULL) for every registered tool.
+pub(crate) fn tools_text(tools: Option<&[String]>) -> Option<String> {
+    tools.map(|names| json!(names).to_string())
+}
+
+/// A stored tool list read back.
+pub(crate) fn stored_tools(text: Option<String>) -> Result<Option<Vec<String>>, StoreError> {
+    text.map(|text| {
+        serde_json::from_str(&text)
+            .map_err(|e| StoreError::Corrupt(format!("tasks.tools is not a list of names: {e}")))
+    })
+    .transpose()
 }
 
 /// Adds `"by": key_id` (the audit trail: an API key id, never a secret).

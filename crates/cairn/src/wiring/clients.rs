@@ -1,11 +1,11 @@
 //! The model and tool clients `cairn serve` runs with, built from configuration.
 //!
-//! The rule (ARCHITECTURE §7-8): a purpose without its own endpoint uses `llm.default`; with no
-//! model configured at all, cairn starts the simulator in-process (generic mode, on a loopback
-//! port) and talks to it over HTTP like any other model, so a fresh machine does real work end
-//! to end, every answer labelled simulated; with no tools file, the simulator's generic tools
-//! are then the registry. A configured (real) model needs a tools file: without one, start-up
-//! fails with [`WiringError::NoToolsFile`] rather than quietly handing a real model the
+//! The rule (docs/configuration.md, "Settings"): a purpose without its own endpoint uses
+//! `llm.default`; with no model configured at all, cairn starts the simulator in-process (generic
+//! mode, on a loopback port) and talks to it over HTTP like any other model, so a fresh machine
+//! does real work end to end, every answer labelled simulated; with no tools file, the simulator's
+//! generic tools are then the registry. A configured (real) model needs a tools file: without one,
+//! start-up fails with [`WiringError::NoToolsFile`] rather than quietly handing a real model the
 //! simulator's tools.
 
 use std::net::SocketAddr;

@@ -20,26 +20,33 @@ use crate::engine::runtime::adapters::{ClientTools, LlmModels};
 use crate::engine::runtime::ports::{ModelPort, ToolPort};
 use crate::engine::runtime::sandbox::ShadowTools;
 use crate::store::Store;
-use crate::tools::{ReceiptStore, StoreReceipts, ToolClient};
+use crate::tools::{ReceiptStore, StoreReceipts, ToolClient, ToolRegistry};
 use crate::worker::PoolParams;
 
 pub mod clients;
 
 pub use clients::{Clients, WiringError};
 
+/// What serving runs on: the engine, and the tool registry it calls, which the API shows
+/// (`GET /v1/tools`) and checks a task's tool list against.
+pub struct Wired {
+    pub engine: Arc<dyn Engine>,
+    pub tools: Arc<ToolRegistry>,
+}
+
 /// Builds the serving engine; errors name what is misconfigured.
 pub fn engine(
     config: &Config,
     store: Arc<dyn Store>,
     rollout: Arc<Rollout>,
-) -> Result<Arc<dyn Engine>, String> {
+) -> Result<Wired, WiringError> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let clients = Clients::from_config(config).map_err(|e| e.to_string())?;
+    let clients = Clients::from_config(config)?;
+    let registry = clients.tools.clone();
     let receipts: Arc<dyn ReceiptStore> = Arc::new(StoreReceipts(store));
     let models: Arc<dyn ModelPort> = Arc::new(LlmModels::new(clients.llm));
     let live = ToolClient::new(clients.tools.clone(), Some(receipts), clock);
-    let sandboxed: Arc<dyn ToolPort> =
-        Arc::new(ShadowTools::new(&live).map_err(|e| e.to_string())?);
+    let sandboxed: Arc<dyn ToolPort> = Arc::new(ShadowTools::new(&live)?);
     let tools: Arc<dyn ToolPort> = Arc::new(ClientTools::new(live));
     let engines = |tools| {
         Engines::new(
@@ -50,14 +57,18 @@ pub fn engine(
         )
     };
     let dispatch = Dispatch::new(engines(tools), engines(sandboxed), rollout);
-    Ok(Arc::new(if config.test_minimal_engine {
+    let engine = Arc::new(if config.test_minimal_engine {
         tracing::warn!(
             "CAIRN_TEST_MINIMAL_ENGINE is set: tasks with engine_steps run on the test engine"
         );
         dispatch.with_test_engine(Arc::new(MinimalEngine::default()))
     } else {
         dispatch
-    }))
+    });
+    Ok(Wired {
+        engine,
+        tools: registry,
+    })
 }
 
 /// A worker pool over `store` and `engine` with the configuration's timings.

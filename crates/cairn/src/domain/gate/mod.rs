@@ -1,7 +1,7 @@
 //! The plan-or-act gate: decide, before any planning, whether a goal needs a plan at all.
 //!
 //! Planning costs at least one model call and adds failure surface; for a one-tool question it is
-//! pure overhead. The rules are the first seed's: side effects or several targets -> plan; few
+//! pure overhead. The rules: side effects or several targets -> plan; few
 //! estimated tool calls and a reliable direct path for this kind of goal -> direct; otherwise
 //! plan. The gate is deliberately biased to planning, because a wasted plan costs tokens while a
 //! skipped plan on a destructive task can cost much more. Every decision carries its features and
@@ -83,7 +83,7 @@ pub fn combine(model: Option<&GateFeatures>, heuristic: &GateFeatures) -> GateFe
     }
 }
 
-/// The gate's thresholds (ARCHITECTURE §6 defaults).
+/// The gate's thresholds (defaults as in docs/architecture.md, "The engine").
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct GateThresholds {
     /// At most this many estimated tool calls may go direct.

@@ -15,10 +15,10 @@
 //! plan exists is owed until the books open, and the reserve the allocation funds pays it first
 //! ([`Ledger::open`]). So every token spent is inside the budget, or visibly uncovered.
 //!
-//! Amounts are integers. Shares are rounded down, and the rounding remainder is left
-//! unallocated (and reported) rather than slipped into the reserve, so the seed's worked example
-//! holds to the token: 200,000 tokens with efforts 1,2,2,2 give a 40,000 reserve, 22,857 for m1,
-//! 45,714 for each other milestone, and 1 unallocated.
+//! Amounts are integers. Shares are rounded down, and the rounding remainder is left unallocated
+//! (and reported) rather than slipped into the reserve, so the worked example (docs/scenarios.md,
+//! "The worked example") holds to the token: 200,000 tokens with efforts 1,2,2,2 give a 40,000
+//! reserve, 22,857 for m1, 45,714 for each other milestone, and 1 unallocated.
 
 use std::collections::BTreeMap;
 
@@ -179,9 +179,9 @@ impl Fraction {
     }
 }
 
-/// The ledger's knob (ARCHITECTURE §6 default: a 20% reserve). The other ledger threshold,
-/// budget pressure at 80% of an allocation, is the engine's `pressure_frac`, compared with
-/// [`Ledger::used`] by the milestone runner.
+/// The ledger's knob (default: a 20% reserve, as docs/architecture.md, "The engine", says). The
+/// other ledger threshold, budget pressure at 80% of an allocation, is the engine's
+/// `pressure_frac`, compared with [`Ledger::used`] by the milestone runner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LedgerPolicy {
     /// Share of each unit's total held back for grants.

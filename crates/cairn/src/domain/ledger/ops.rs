@@ -22,14 +22,15 @@ impl Ledger {
         Ledger::open(totals, &[], shares, policy)
     }
 
-    /// Opens the books after task-level spend that came before the plan (the gate, strategic
-    /// calls and their re-asks; `pre_plan` holds those `charge` movements, already stored).
-    /// The allocation is [`Ledger::allocate`]'s, and the reserve it funds settles the pre-plan
-    /// spend first (see [`Ledger::apply`]), so that spend is drawn from the reserve and the
-    /// milestones' shares are the seed's. Only pre-plan spend beyond the reserve's share
-    /// enlarges the reserve's allocation (taken from the pool before the split); spend beyond
-    /// the whole budget stays uncovered ([`Ledger::uncovered`]). Returns the ledger with
-    /// `pre_plan` and the allocation applied, and the allocation's movements.
+    /// Opens the books after task-level spend that came before the plan (the gate, strategic calls
+    /// and their re-asks; `pre_plan` holds those `charge` movements, already stored). The
+    /// allocation is [`Ledger::allocate`]'s, and the reserve it funds settles the pre-plan spend
+    /// first (see [`Ledger::apply`]), so that spend is drawn from the reserve and the milestones'
+    /// shares are those of a plain allocation (the worked example's, docs/scenarios.md). Only
+    /// pre-plan spend beyond the reserve's share enlarges the reserve's allocation (taken from the
+    /// pool before the split); spend beyond the whole budget stays uncovered
+    /// ([`Ledger::uncovered`]). Returns the ledger with `pre_plan` and the allocation applied, and
+    /// the allocation's movements.
     pub fn open(
         totals: PerUnit<u64>,
         pre_plan: &[LedgerMovement],

@@ -1,4 +1,4 @@
-//! Unit tests of the ledger, starting with the seed's worked example to the token.
+//! Unit tests of the ledger, starting with the worked example (docs/scenarios.md) to the token.
 
 use super::*;
 

@@ -5,9 +5,9 @@
 //! re-plans the strategy (keeping finished work). The failure's class decides the lowest rung
 //! ([`FailureClass`]): a transient fault (timeout, 5xx, 429, reset) is retried unchanged, with
 //! backoff, a bounded number of times, and that is not thrash; a wrong result starts at L1 with
-//! the error in context (the first seed: "when the fix is obvious"); an impossible milestone or
-//! a wrong assumption starts at L3. The reason ([`ReplanReason`]) can raise the rung further
-//! (a tool that stays unavailable, budget pressure: L2).
+//! the error in context (the error often makes the fix obvious: a typo in a path); an impossible
+//! milestone or a wrong assumption starts at L3. The reason ([`ReplanReason`]) can raise the rung
+//! further (a tool that stays unavailable, budget pressure: L2).
 //!
 //! Two guards stop repair loops: each level has an attempt limit, and every proposal is
 //! fingerprinted. A proposal whose fingerprint already failed for a non-transient reason

@@ -1,4 +1,4 @@
-//! The baseline strategies of the evaluation (second seed's experiment matrix A, B, C).
+//! The baselines of the evaluation's strategy matrix: one_shot (A), reactive (B), v1 (C).
 //!
 //! They exist to be measured against v2 (D), so they run through exactly the same machinery:
 //! the worker pool claims them, every model call and tool call is one fenced commit through
@@ -12,7 +12,7 @@
 //!   observations so far and names one tool call, or answers.
 //! - [`v1`] (C): a numbered list of steps written up front, executed in order; when a step
 //!   fails, a new full list is asked for and execution restarts from its first step, throwing
-//!   away progress (the first seed's v1).
+//!   away progress (the v1 planner: one full plan, replanned whole).
 //!
 //! None of them has a goal verifier (that is a v2 mechanism): a baseline ends `succeeded` when
 //! it believes it is done, and the evaluation's acceptance check decides whether it really was.
@@ -52,7 +52,7 @@ pub use v1::V1Engine;
 pub struct BaselineConfig {
     /// Model rounds of the reactive loop before it gives up.
     pub reactive_max_rounds: u32,
-    /// New full lists v1 may ask for after the first (the first seed's `max_replans`).
+    /// New full lists v1 may ask for after the first (its replan budget).
     pub v1_max_replans: u32,
 }
 
@@ -120,12 +120,7 @@ impl Progress {
 /// checkpoint.
 pub fn context(ports: &Ports, ctx: RunContext, engine: EngineKind) -> Result<Attempt, EngineError> {
     let state = TaskState::resume(ctx.state.as_ref(), engine)?;
-    let specs = ports
-        .tools
-        .specs()
-        .into_iter()
-        .map(|spec| (spec.name.clone(), spec))
-        .collect();
+    let specs = ctx.offered_tools(ports.tools.specs());
     Ok(Attempt {
         journal: Journal::new(ctx, state),
         models: ports.models.clone(),

@@ -1,4 +1,4 @@
-//! Strategy C: the first seed's v1 planner.
+//! Strategy C: the v1 planner (one full plan up front, replanned whole).
 //!
 //! Ask the model for a numbered list of steps up front (each one tool call, its arguments
 //! fixed when the list is written, before any result is known), execute them in order, and

@@ -1,11 +1,12 @@
 //! The direct path: a short act loop with no plan, for goals the gate judged simple.
 //!
-//! Planning has a cost (first seed): for a question one tool call answers, a plan is overhead.
-//! The loop asks the `tactical` model (milestone `direct`) for either steps to run or
-//! `{"done": true, "answer": ...}`, executes steps one at a time under the same executor
-//! contract as planned steps (registered tools, arguments valid against their schemas), stops
-//! after a few tool calls, and ends in the goal-level check: the verifier judges the answer.
-//! Its spend is task overhead (there are no milestones) and is bounded by the task's budget.
+//! Planning has a cost (a model call at least, and more ways to go wrong): for a question one tool
+//! call answers, a plan is overhead. The loop asks the `tactical` model (milestone `direct`) for
+//! either steps to run or `{"done": true, "answer": ...}`, executes steps one at a time under the
+//! same executor contract as planned steps (registered tools, arguments valid against their
+//! schemas), stops after a few tool calls, and ends in the goal-level check: the verifier judges
+//! the answer. Its spend is task overhead (there are no milestones) and is bounded by the task's
+//! budget.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

@@ -1,9 +1,10 @@
 //! The executor: exactly one approved step at a time.
 //!
-//! The planner decides what should happen; the executor only carries out the current step,
-//! and only if it is within the contract: a tool the milestone allows, a registered tool, and
-//! arguments valid against that tool's JSON Schema. Anything else is refused before any call
-//! and recorded as executor drift (second seed), counted apart from planner failures.
+//! The planner decides what should happen; the executor only carries out the current step, and
+//! only if it is within the contract: a tool the milestone allows, a registered tool, and
+//! arguments valid against that tool's JSON Schema. Anything else is refused before any call and
+//! recorded as executor drift, counted apart from planner failures (a wrong plan and a right plan
+//! badly carried out need different fixes).
 //!
 //! Each executed step is one commit: the charge, the step's new status, the artifacts the tool
 //! returned (they become the active milestone's artifacts) and a `step.finished` event.

@@ -1,5 +1,5 @@
 //! The planning engine v2: gate, two-tier planning, acceptance checks, budget ledger, monitor,
-//! local repair and resume (issue 4; both seeds in `shared/seeds`).
+//! local repair and resume (docs/architecture.md, "The engine").
 //!
 //! The flow runs in one direction and closes only through the monitor:
 //!
@@ -87,12 +87,7 @@ impl Engine for V2Engine {
             Ok(state) => state,
             Err(error) => return Err(error),
         };
-        let specs = self
-            .tools
-            .specs()
-            .into_iter()
-            .map(|spec| (spec.name.clone(), spec))
-            .collect();
+        let specs = ctx.offered_tools(self.tools.specs());
         let cx = Arc::new(Attempt {
             journal: Journal::new(ctx, state),
             models: self.models.clone(),

@@ -1,10 +1,10 @@
 //! The monitor: the one component that decides a milestone passed, failed or ran out of budget.
 //!
-//! Keeping the decision in one place makes the run auditable (first seed): every decision is a
-//! `monitor.decided` event with its reason. Checks a program can evaluate are preferred; a
-//! `command` leaf is performed by the registered runner tool (cairn never runs a shell), a
-//! `verifier` leaf by the verifier model and recorded as weaker evidence. Both are charged to
-//! the milestone like any other call.
+//! Keeping the decision in one place makes the run auditable: every decision is a
+//! `monitor.decided` event with its reason. Checks a program can evaluate are preferred (they are
+//! more reliable than asking a model whether it succeeded); a `command` leaf is performed by the
+//! registered runner tool (cairn never runs a shell), a `verifier` leaf by the verifier model and
+//! recorded as weaker evidence. Both are charged to the milestone like any other call.
 
 use std::collections::BTreeMap;
 

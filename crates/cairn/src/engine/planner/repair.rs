@@ -1,4 +1,4 @@
-//! Applying the repair ladder: local repair before global replanning (first seed).
+//! Applying the repair ladder: local repair before global replanning, so finished work is kept.
 //!
 //! The decisions are the domain's ([`crate::domain::repair::RepairHistory`]). The failure's
 //! class picks the lowest rung: a transient fault (timeout, 5xx, 429, reset) is retried

@@ -1,12 +1,12 @@
 //! One milestone from start to a decision: tactical steps, one step at a time, the monitor's
 //! check, and local repair when the check fails or a step does.
 //!
-//! The loop is the second seed's planner/executor runtime for one milestone, with the first
-//! seed's budget rule folded in: after every charge the monitor looks at the fraction of the
-//! allocation used; at the pressure mark with steps left it checks early, and a failing check
-//! under pressure skips straight past step retries. A transient fault is retried unchanged
-//! after a backoff (no planner is asked) until its retries are spent; a step whose answer
-//! raises a constraint the plan did not know asks for a new strategy.
+//! The loop is the planner/executor loop (one approved step at a time, verified, repaired or
+//! stopped) for one milestone, with the ledger's budget rule folded in: after every charge the
+//! monitor looks at the fraction of the allocation used; at the pressure mark with steps left it
+//! checks early, and a failing check under pressure skips straight past step retries. A transient
+//! fault is retried unchanged after a backoff (no planner is asked) until its retries are spent; a
+//! step whose answer raises a constraint the plan did not know asks for a new strategy.
 
 use serde_json::json;
 

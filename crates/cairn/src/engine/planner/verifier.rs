@@ -1,4 +1,4 @@
-//! The goal-level verifier: plan completion is not goal completion (second seed).
+//! The goal-level verifier: plan completion is not goal completion (all steps done, goal unmet).
 //!
 //! After every milestone passed, the verifier model judges the goal itself from the finished
 //! plan, the checks' evidence and the artifacts. Its verdict is recorded as a

@@ -1,9 +1,10 @@
-//! The engine's prompts as reviewable data: one file per purpose beside this module, each with
-//! the contract of its answer, one short worked example of a valid answer (a fenced `json`
-//! block, checked against the answer's schema and parser by the tests), and the seeds'
-//! guidance. A prompt's [`Prompt::version`] (`name@` + the first 8 hex digits of the SHA-256 of
-//! its text) is recorded in the events of every call it makes, so evaluations compare like with
-//! like: any edit to a prompt is a new version.
+//! The engine's prompts as reviewable data: one file per purpose beside this module, each with the
+//! contract of its answer, one short worked example of a valid answer (a fenced `json` block,
+//! checked against the answer's schema and parser by the tests), and guidance from the engine's
+//! rules (docs/architecture.md, "The engine"; e.g. use earlier results, never invent them). A
+//! prompt's [`Prompt::version`] (`name@` + the first 8 hex digits of the SHA-256 of its text) is
+//! recorded in the events of every call it makes, so evaluations compare like with like: any edit
+//! to a prompt is a new version.
 
 use sha2::{Digest, Sha256};
 

@@ -2,13 +2,14 @@
 //! that turns every movement into a ledger entry and an event in the same commit.
 //!
 //! Why movements: the ledger of a task must be derivable from its `ledger_entries` rows alone
-//! (ARCHITECTURE §5, [`Ledger::replay`]), so every change is persisted as the movements the
-//! domain produced, in the transaction that changes the state. Spend before the plan exists
-//! (the gate, the strategic planner and its re-asks) is task overhead stored as it happens;
-//! when the books open ([`Ledger::open`]) the seed's allocation is made (a 40,000 reserve,
-//! 22,857 and 45,714 x3) and the reserve pays that pre-plan spend first. After the allocation,
-//! overhead (the goal verifier, L3 replans) is drawn from the reserve too. Spend nothing in the
-//! budget covers is [`overdrawn`]: the engine stops the task as `budget_exhausted`.
+//! (docs/architecture.md, "Storage"; [`Ledger::replay`]), so every change is persisted as the
+//! movements the domain produced, in the transaction that changes the state. Spend before the plan
+//! exists (the gate, the strategic planner and its re-asks) is task overhead stored as it happens;
+//! when the books open ([`Ledger::open`]) the allocation is made (the reserve's share, the rest by
+//! effort: in the worked example of docs/scenarios.md a 40,000 reserve, 22,857 and 45,714 x3) and
+//! the reserve pays that pre-plan spend first. After the allocation, overhead (the goal verifier,
+//! L3 replans) is drawn from the reserve too. Spend nothing in the budget covers is [`overdrawn`]:
+//! the engine stops the task as `budget_exhausted`.
 
 use serde_json::{Value, json};
 

@@ -20,8 +20,11 @@ use crate::http::auth::Principal;
 use crate::http::doc_schemas::{Metadata, StoreFailure};
 use crate::http::error::{ApiError, Problem};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery, parse_task_id};
+use crate::http::tools_doc::TaskTools;
 use crate::http::{cursor, idempotency};
 use crate::store::{CancelOutcome, IdempotencyClaim, TaskQuery};
+
+mod tools;
 
 /// Characters that print as nothing: zero-width spaces and joiners, the word joiner, the byte
 /// order mark, the soft hyphen, the Mongolian vowel separator.
@@ -71,6 +74,12 @@ pub struct CreateTaskRequest {
     #[serde(default)]
     #[schema(value_type = Option<Metadata>)]
     pub metadata: Option<Value>,
+    /// The registered tools the task may use (`GET /v1/tools` lists them), for least
+    /// privilege: the planner offers only these and the executor calls no other. Omitted, every
+    /// registered tool. At most 64 distinct names, each a registered tool.
+    #[serde(default)]
+    #[schema(value_type = Option<TaskTools>)]
+    pub tools: Option<Vec<String>>,
 }
 
 impl CreateTaskRequest {
@@ -109,6 +118,7 @@ impl CreateTaskRequest {
                 }
             }
         }
+        errors.extend(self.tool_list_errors());
         match errors.len() {
             0 => Ok(()),
             1 => Err(ApiError::Validation {
@@ -125,12 +135,17 @@ impl CreateTaskRequest {
     /// The request with defaults filled in: what the idempotency hash is computed over, so that
     /// an omitted `strategy` and an explicit `"auto"` are the same request.
     fn canonical(&self) -> Value {
-        json!({
+        let mut canonical = json!({
             "goal": self.goal,
             "budget": self.budget,
             "strategy": self.strategy.unwrap_or_default(),
             "metadata": self.metadata.clone().unwrap_or_else(|| json!({})),
-        })
+        });
+        // Only when given, so that the hash of a request without a tool list is unchanged.
+        if let (Some(tools), Some(object)) = (&self.tools, canonical.as_object_mut()) {
+            object.insert("tools".into(), json!(tools));
+        }
+        canonical
     }
 }
 
@@ -176,6 +191,7 @@ pub async fn create_task(
 ) -> Result<Response, ApiError> {
     let key = idempotency::key_from_headers(&headers)?;
     request.validate()?;
+    request.check_tools(&state.tools)?;
     let idempotency = key.map(|key| IdempotencyClaim {
         key,
         request_hash: idempotency::canonical_hash(&request.canonical()),
@@ -187,6 +203,7 @@ pub async fn create_task(
         strategy: request.strategy.unwrap_or_default(),
         budget: request.budget,
         metadata: request.metadata.unwrap_or_else(|| json!({})),
+        tools: request.tools,
     };
     let by = Some(principal.key_id.as_str());
     let created = state

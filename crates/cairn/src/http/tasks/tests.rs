@@ -4,6 +4,7 @@ use super::*;
 
 fn request(goal: &str) -> CreateTaskRequest {
     CreateTaskRequest {
+        tools: None,
         goal: goal.into(),
         budget: Budget {
             tokens: 1000,

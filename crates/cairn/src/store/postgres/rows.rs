@@ -19,7 +19,7 @@ macro_rules! task_columns {
     () => {
         "id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, budget_wall_ms, \
          metadata, status, created_at, updated_at, started_at, finished_at, plan_version, \
-         result, attempts, last_seq"
+         result, attempts, last_seq, tools"
     };
 }
 pub(super) use task_columns;
@@ -47,6 +47,7 @@ pub(super) fn task(row: &PgRow) -> Result<Task, StoreError> {
         result: row.try_get("result")?,
         attempts: row.try_get("attempts")?,
         last_seq: row.try_get("last_seq")?,
+        tools: rules::stored_tools(row.try_get("tools")?)?,
     })
 }
 

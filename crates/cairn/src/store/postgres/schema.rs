@@ -46,6 +46,11 @@ const MIGRATIONS: Embedded = &[
         "event payloads as text",
         include_str!("../../../../../migrations/postgres/0007_event_text.sql"),
     ),
+    (
+        8,
+        "a task's tools",
+        include_str!("../../../../../migrations/postgres/0008_task_tools.sql"),
+    ),
 ];
 
 pub(super) fn migrator() -> Migrator {

@@ -108,14 +108,16 @@ async fn insert_tasks(
     let rows = sqlx::query(concat!(
         "WITH input AS ( \
             SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bigint[], \
-                $6::bigint[], $7::bigint[], $8::jsonb[], $9::timestamptz[], $10::text[]) \
+                $6::bigint[], $7::bigint[], $8::jsonb[], $9::timestamptz[], $10::text[], \
+                $12::text[]) \
                 AS i(id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, \
-                    budget_wall_ms, metadata, now, event) \
+                    budget_wall_ms, metadata, now, event, tools) \
          ), created AS ( \
             INSERT INTO tasks (id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, \
-                budget_wall_ms, metadata, status, created_at, updated_at, last_seq) \
+                budget_wall_ms, metadata, status, created_at, updated_at, last_seq, tools) \
             SELECT id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, \
-                budget_wall_ms, metadata, 'queued', now, now, 1 FROM input RETURNING * \
+                budget_wall_ms, metadata, 'queued', now, now, 1, NULLIF(tools, '') \
+            FROM input RETURNING * \
          ), logged AS ( \
             INSERT INTO events (task_id, seq, kind, data, created_at) \
             SELECT c.id, 1, $11, i.event, c.created_at FROM created c JOIN input i ON i.id = c.id \
@@ -135,6 +137,7 @@ async fn insert_tasks(
     .bind(columns.nows)
     .bind(columns.events)
     .bind(kinds::TASK_CREATED)
+    .bind(columns.tools)
     .fetch_all(conn)
     .await?;
     let mut created = HashMap::with_capacity(rows.len());
@@ -166,6 +169,8 @@ struct NewColumns {
     nows: Vec<DateTime<Utc>>,
     /// The `task.created` payloads as JSON text (the column is `text`: migration 0007).
     events: Vec<String>,
+    /// The tool lists as JSON text, `""` for none (`NULL` in the row).
+    tools: Vec<String>,
 }
 
 impl NewColumns {
@@ -184,6 +189,8 @@ impl NewColumns {
         self.strategies.push(new.strategy.as_str());
         self.metadata.push(new.metadata.clone());
         self.nows.push(member.now);
+        self.tools
+            .push(rules::tools_text(new.tools.as_deref()).unwrap_or_default());
         self.events
             .push(rules::created_event(new, member.by.as_deref()).to_string());
         Ok(())

@@ -1,8 +1,8 @@
 //! The embedded store: one SQLite file, so `cairn serve` works on a fresh machine with no set-up.
 //!
-//! It is single-node by design (ARCHITECTURE §5): scale-out is Postgres's job. What it shares
-//! with Postgres is every rule in [`crate::store`], checked by the same conformance suite.
-//! How SQLite meets them:
+//! It is single-node by design (docs/architecture.md, "Storage"): scale-out is Postgres's job.
+//! What it shares with Postgres is every rule in [`crate::store`], checked by the same conformance
+//! suite. How SQLite meets them:
 //! - WAL journal, so readers never block the writer and the writer never blocks readers;
 //!   `synchronous = FULL`, so a committed transaction survives a crash of the process.
 //! - Every write runs in a `BEGIN IMMEDIATE` transaction: it takes the write lock up front

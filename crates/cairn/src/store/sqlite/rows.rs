@@ -22,7 +22,7 @@ macro_rules! task_columns {
     () => {
         "id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, budget_wall_ms, \
          metadata, status, created_at, updated_at, started_at, finished_at, plan_version, \
-         result, attempts, last_seq"
+         result, attempts, last_seq, tools"
     };
 }
 pub(super) use task_columns;
@@ -98,6 +98,7 @@ pub(super) fn task_from_row(row: &SqliteRow) -> Result<Task, StoreError> {
             .map(|text| rules::parse_json("result", &text))
             .transpose()?,
         attempts: small_int("attempts", row.try_get("attempts")?)?,
+        tools: rules::stored_tools(row.try_get("tools")?)?,
         last_seq: row.try_get("last_seq")?,
     })
 }

@@ -22,6 +22,11 @@ const MIGRATIONS: Embedded = &[
         "running tasks per tenant",
         include_str!("../../../../../migrations/sqlite/0003_running_per_tenant.sql"),
     ),
+    (
+        4,
+        "a task's tools",
+        include_str!("../../../../../migrations/sqlite/0004_task_tools.sql"),
+    ),
 ];
 
 pub(super) fn migrator() -> Migrator {

@@ -63,7 +63,8 @@ pub(super) fn commit(
             }
             record.push(
                 PLAN_REFUSED,
-                json!({"attempt": attempt, "errors": errors, "proposal": proposal}),
+                json!({"attempt": attempt, "errors": errors, "proposal": proposal,
+                       "repeated": repeated}),
             );
             Ok((record, false))
         }

@@ -1,13 +1,14 @@
 //! The strategic planner: milestones with checks and effort, validated before anything runs.
 //!
-//! The prompt is short and stable (first seed): the goal, the tool families (names and
-//! descriptions, not schemas), the constraints, and the output shape. Its answer is parsed and
-//! validated ([`crate::domain::plan::validate`]); an invalid plan goes back to the model with the
-//! errors, at most `max_reasks` times, and is never executed. Version 1 is written with reason
-//! `initial` together with the ledger's allocation. An L3 replan gets the current plan, the
-//! finished milestones, the milestones in progress and the evidence, and must keep every
-//! finished milestone ([`crate::domain::plan::validate::carry_over`]); a milestone in progress that
-//! it keeps unchanged carries its finished steps ([`super::carry`]).
+//! The prompt is short and stable (a small prompt is cheaper and more reliable; the schemas go to
+//! the tactical prompt): the goal, the tool families (names and descriptions, not schemas), the
+//! constraints, and the output shape. Its answer is parsed and validated
+//! ([`crate::domain::plan::validate`]); an invalid plan goes back to the model with the errors, at
+//! most `max_reasks` times, and is never executed. Version 1 is written with reason `initial`
+//! together with the ledger's allocation. An L3 replan gets the current plan, the finished
+//! milestones, the milestones in progress and the evidence, and must keep every finished milestone
+//! ([`crate::domain::plan::validate::carry_over`]); a milestone in progress that it keeps
+//! unchanged carries its finished steps ([`super::carry`]).
 
 use serde_json::{Value, json};
 

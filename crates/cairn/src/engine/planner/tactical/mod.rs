@@ -1,12 +1,12 @@
 //! The tactical planner: steps for one milestone, just before it runs.
 //!
-//! The prompt is concrete (first seed): one milestone, its acceptance check, its remaining
-//! budget, the artifacts of the milestones it depends on and the full schemas of the tools it
-//! may use. On repair it also carries what was tried and how it failed. A step list that fails
-//! validation goes back to the model with the errors, a bounded number of times; a repair list
-//! whose fingerprint already failed is not executed again: the ladder escalates instead, or,
-//! with `explore_repeats`, it is first refused and asked once more, sampled warmer
-//! ([`Sampling::Explore`]), and a second repeat escalates.
+//! The prompt is concrete, and small for it (a small prompt is cheaper and more reliable): one
+//! milestone, its acceptance check, its remaining budget, the artifacts of the milestones it
+//! depends on and the full schemas of the tools it may use. On repair it also carries what was
+//! tried and how it failed. A step list that fails validation goes back to the model with the
+//! errors, a bounded number of times; a repair list whose fingerprint already failed is not
+//! executed again: the ladder escalates instead, or, with `explore_repeats`, it is first refused
+//! and asked once more, sampled warmer ([`Sampling::Explore`]), and a second repeat escalates.
 
 mod input;
 
