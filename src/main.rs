@@ -12,6 +12,8 @@ use clap::{Parser, Subcommand};
 use cairn::config::{Config, LogFormat};
 use cairn::store::keys::{self, ApiKey};
 
+mod eval;
+
 /// jemalloc, whose background threads (switched on first thing in `main`) return freed memory
 /// to the system within about ten seconds: after 2,000 event streams closed, glibc's malloc kept
 /// the ~35 MiB they had used, and the process never shrank.
@@ -63,51 +65,9 @@ enum Command {
     },
     /// Run a task suite through several strategies against the simulated world and write
     /// report.md, report.json and chart.svg (see docs/evaluation.md).
-    Eval {
-        /// Suite directory (holding suite.toml) or file.
-        #[arg(long)]
-        suite: PathBuf,
-        #[arg(long, default_value = "one_shot,reactive,v1,v2,auto")]
-        strategies: String,
-        #[arg(long, default_value_t = 1)]
-        repeat: u32,
-        #[arg(long)]
-        out: PathBuf,
-        /// Postgres URL; without it a fresh SQLite file under --out is used.
-        #[arg(long)]
-        database_url: Option<String>,
-        /// Runs at a time (default 8; 1 with --live, since a local model serves one call at a
-        /// time).
-        #[arg(long)]
-        workers: Option<usize>,
-        /// Take the model answers from the configured endpoint (CAIRN_LLM_*, or --config)
-        /// instead of the world's policy; tools and acceptance checks stay the world's.
-        #[arg(long)]
-        live: bool,
-        /// Config file for --live (the same format as `cairn serve --config`).
-        #[arg(long, requires = "live")]
-        config: Option<PathBuf>,
-        /// Wall-clock budget of each live run, in seconds.
-        #[arg(long, default_value_t = 600, requires = "live")]
-        run_wall_s: u64,
-        /// With --live, only these calls go to the model (gate,strategic,tactical,verifier).
-        #[arg(long, requires = "live")]
-        live_purposes: Option<String>,
-        /// Run the suite once per value of one world parameter, e.g.
-        /// `guess_success=0.3,0.5,0.7`, and chart verified success per strategy against it
-        /// (sweep.md, sweep.json, sweep.svg under --out).
-        #[arg(long)]
-        sweep: Option<cairn_eval::sweep::Sweep>,
-        /// Keep the runs already recorded in --out (runs.jsonl) and run only the rest of the
-        /// matrix, then report on all of them; refused when the suite, model or prompts
-        /// differ from those the recorded runs used.
-        #[arg(long)]
-        resume: bool,
-        /// Run at most this many of the runs still owed, then report (with --resume, a long
-        /// live evaluation in bounded sittings; 0 only writes the report).
-        #[arg(long)]
-        max_runs: Option<usize>,
-    },
+    ///
+    /// `cairn eval calls OUT --task ID` prints one run of a live evaluation call by call.
+    Eval(eval::EvalCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -148,32 +108,7 @@ fn main() -> ExitCode {
             let shutdown = cairn::server::shutdown_signal();
             cairn::server::serve(config, shutdown).await
         }),
-        Command::Eval {
-            suite,
-            strategies,
-            repeat,
-            out,
-            database_url,
-            workers,
-            live,
-            config,
-            run_wall_s,
-            live_purposes,
-            sweep,
-            resume,
-            max_runs,
-        } => eval(EvalArgs {
-            suite,
-            strategies,
-            repeat,
-            out,
-            database_url,
-            workers,
-            live: live.then_some((config, run_wall_s, live_purposes)),
-            sweep,
-            resume,
-            max_runs,
-        }),
+        Command::Eval(command) => eval::run(command),
         Command::Migrate { config } => run(config, |config| async move {
             cairn::server::open_migrated(&config).await.map(|_| ())
         }),
@@ -203,76 +138,6 @@ fn run_sim(scenario: PathBuf, port: u16) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("cairn sim: {error}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// What `cairn eval` was given; `live` holds `--config`, `--run-wall-s` and `--live-purposes`.
-struct EvalArgs {
-    suite: PathBuf,
-    strategies: String,
-    repeat: u32,
-    out: PathBuf,
-    database_url: Option<String>,
-    workers: Option<usize>,
-    live: Option<(Option<PathBuf>, u64, Option<String>)>,
-    sweep: Option<cairn_eval::sweep::Sweep>,
-    resume: bool,
-    max_runs: Option<usize>,
-}
-
-/// `cairn eval`: errors end the process with status 1 and one line.
-fn eval(args: EvalArgs) -> ExitCode {
-    init_tracing(LogFormat::Text, "warn");
-    let result = (|| -> anyhow::Result<()> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?;
-        // The model client is built inside the runtime (its HTTP client needs one).
-        let live = match &args.live {
-            Some((config, run_wall_s, purposes)) => {
-                let _guard = runtime.enter();
-                let mut live = cairn_eval::compose::live_model(
-                    config.as_deref(),
-                    run_wall_s.saturating_mul(1000),
-                )?;
-                live.live_for = purposes
-                    .as_deref()
-                    .map(cairn_eval::routed::parse_purposes)
-                    .transpose()?;
-                Some(live)
-            }
-            None => None,
-        };
-        let default_workers = if live.is_some() { 1 } else { 8 };
-        let params = cairn_eval::runner::EvalParams {
-            suite: args.suite,
-            strategies: cairn_eval::runner::parse_strategies(&args.strategies)?,
-            repeat: args.repeat,
-            out: args.out,
-            database_url: args.database_url,
-            workers: args.workers.unwrap_or(default_workers),
-            progress: true,
-            live,
-            overrides: Vec::new(),
-            resume: args.resume,
-            max_runs: args.max_runs,
-        };
-        match &args.sweep {
-            Some(sweep) => {
-                runtime.block_on(cairn_eval::compose::sweep(&params, sweep))?;
-            }
-            None => {
-                runtime.block_on(cairn_eval::compose::evaluate(&params))?;
-            }
-        }
-        Ok(())
-    })();
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("cairn eval: {error}");
             ExitCode::FAILURE
         }
     }

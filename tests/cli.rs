@@ -220,6 +220,44 @@ async fn live_eval_takes_the_model_from_the_endpoint_and_reports_claims_beside_c
         slips.contains("Slip calibration") && slips.contains("Fitted"),
         "{slips}"
     );
+    // And every call was stored whole, its verdict the trace's, and reads back by run.
+    let calls = std::fs::read_to_string(out.path().join("calls.jsonl")).expect("calls.jsonl");
+    let calls: Vec<Value> = calls
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    assert_eq!(calls.len() as u64, sim.stats().llm.calls);
+    let judged = calls.iter().filter(|c| !c["verdict"].is_null()).count();
+    assert_eq!(judged, trace.lines().filter(|l| !l.is_empty()).count());
+    let first = &calls[0];
+    assert!(
+        first["input"].is_object() && first["answer"].is_object(),
+        "{first}"
+    );
+    let prompt = out.path().join(format!(
+        "prompts/{}.md",
+        first["prompt_sha8"].as_str().unwrap()
+    ));
+    assert!(prompt.exists());
+    let (task, strategy) = (
+        first["task"].as_str().unwrap(),
+        first["strategy"].as_str().unwrap(),
+    );
+    let shown = cairn(
+        &[
+            "eval",
+            "calls",
+            &out_dir,
+            "--task",
+            task,
+            "--strategy",
+            strategy,
+        ],
+        &[],
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.status.success() && stdout.contains("#1 "), "{stdout}");
 }
 
 #[tokio::test]
@@ -245,4 +283,109 @@ async fn live_eval_without_a_model_is_one_clear_error() {
         "{stderr}"
     );
     assert!(!out.path().join("report.json").exists());
+}
+
+// `cairn eval calls` reads one run of a live evaluation's stored calls back, call by call; a
+// run that is not there is one clear error naming the runs that are, a bad argument a usage
+// error, and `cairn eval` itself still wants --suite and --out.
+#[tokio::test]
+async fn eval_calls_prints_one_stored_run_call_by_call() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let call = |strategy: &str, seq: u64, purpose: &str| {
+        serde_json::json!({
+            "task": "pipeline", "repeat": 0, "strategy": strategy,
+            "task_id": "0190a000-0000-7000-8000-000000000001", "seq": seq,
+            "purpose": purpose, "milestone": null, "attempt": 1, "sampling": "endpoint",
+            "prompt_sha8": "0badf00d", "prompt_version": null,
+            "input": {"goal": "load the March export", "tools": [{"name": "http_get"}]},
+            "turns": [], "schema": null,
+            "answer": {"value": {"milestones": [{"id": "m1", "title": "fetch it"}]}},
+            "tokens": 321, "latency_ms": 1500, "verdict": null,
+        })
+        .to_string()
+            + "\n"
+    };
+    let text =
+        call("v2", 1, "strategic") + &call("v2", 2, "tactical") + &call("reactive", 1, "tactical");
+    std::fs::write(out.path().join("calls.jsonl"), text).expect("write");
+    let dir = out.path().display().to_string();
+
+    let shown = cairn(
+        &[
+            "eval",
+            "calls",
+            &dir,
+            "--task",
+            "pipeline",
+            "--strategy",
+            "v2",
+        ],
+        &[],
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    assert!(
+        stdout.starts_with("task pipeline, strategy v2, repeat 0: 2 calls"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("#1 strategic, attempt 1 | ?@0badf00d | 321 tokens | 1500 ms"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("#2 tactical"), "{stdout}");
+    assert!(stdout.contains("goal: load the March export"), "{stdout}");
+    assert!(stdout.contains("tools offered: http_get"), "{stdout}");
+    assert!(stdout.contains("\"title\": \"fetch it\""), "{stdout}");
+
+    let missing = cairn(
+        &[
+            "eval",
+            "calls",
+            &dir,
+            "--task",
+            "pipeline",
+            "--strategy",
+            "v1",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(missing.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        stderr.contains("no run of task \"pipeline\" with strategy v1")
+            && stderr.contains("strategy reactive, repeat 0 (1 calls)")
+            && stderr.contains("strategy v2, repeat 0 (2 calls)"),
+        "{stderr}"
+    );
+    let bad = cairn(
+        &[
+            "eval",
+            "calls",
+            &dir,
+            "--task",
+            "pipeline",
+            "--strategy",
+            "v9",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(bad.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(stderr.contains("unknown strategy \"v9\""), "{stderr}");
+    let no_task = cairn(&["eval", "calls", &dir], &[]).await;
+    assert_eq!(no_task.status.code(), Some(2));
+    let plain = cairn(&["eval", "--out", &dir], &[]).await;
+    assert_eq!(plain.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&plain.stderr);
+    assert!(stderr.contains("--suite"), "{stderr}");
+    for output in [&missing, &bad, &no_task, &plain] {
+        assert!(!String::from_utf8_lossy(&output.stderr).contains("panicked"));
+    }
 }

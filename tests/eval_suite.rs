@@ -477,3 +477,121 @@ async fn a_resumed_evaluation_runs_only_what_is_owed_and_reports_on_all_runs() {
     );
     assert_eq!(lines(&dir), 20);
 }
+
+/// The funnel through the real path: every strategy on the small suite, in process. Each run's
+/// stages apply where they should, the report's counts are its records', and a verified run
+/// reached every stage that applied to it.
+#[tokio::test]
+async fn the_report_says_where_each_strategy_lost_its_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut params = small_reactive_v2(dir.path(), None);
+    params.strategies =
+        cairn_eval::runner::parse_strategies("one_shot,reactive,v1,v2,auto").expect("strategies");
+    cairn_eval::compose::evaluate(&params).await.expect("eval");
+    let json = std::fs::read_to_string(dir.path().join("report.json")).expect("report.json");
+    let report: Value = serde_json::from_str(&json).expect("report.json parses");
+    let records = report["records"].as_array().expect("records");
+    let stages = [
+        "plan_accepted",
+        "tools_granted",
+        "first_call_right",
+        "value_carried",
+        "checks_passed",
+    ];
+    for r in records {
+        let f = &r["funnel"];
+        let planned = ["v1", "v2", "auto"].contains(&r["strategy"].as_str().unwrap());
+        if !planned || r["gate"] == "direct" {
+            for stage in ["plan_accepted", "tools_granted", "checks_passed"] {
+                assert!(f[stage].is_null(), "{stage}: {r:#}");
+            }
+        }
+        if f["plan_accepted"] != true {
+            assert!(
+                f["tools_granted"].is_null() && f["checks_passed"].is_null(),
+                "{r:#}"
+            );
+        }
+        if r["verified"] == true {
+            for stage in stages {
+                assert_ne!(f[stage], false, "a verified run lost at {stage}: {r:#}");
+            }
+        }
+        let y = &r["repair_yield"];
+        assert!(y["repairs_different"].as_u64() <= y["repairs_proposed"].as_u64());
+        assert!(y["repairs_then_passed"].as_u64() <= y["repairs_different"].as_u64());
+    }
+    // A knowledge question has no stage but the verdict; the dependent pipeline has them all
+    // where a plan was accepted, and v2 gets through every one of them.
+    let capital = record(&report, "simple-capital", "v2");
+    for stage in stages {
+        assert!(capital["funnel"][stage].is_null(), "{stage}: {capital:#}");
+    }
+    let pipeline = &record(&report, "medium-data-pipeline", "v2")["funnel"];
+    for stage in stages {
+        assert_eq!(pipeline[stage], true, "{stage}: {pipeline:#}");
+    }
+    let one_shot = &record(&report, "medium-data-pipeline", "one_shot")["funnel"];
+    assert_eq!(
+        one_shot["first_call_right"], false,
+        "one_shot calls no tool"
+    );
+    assert!(one_shot["plan_accepted"].is_null());
+
+    // The counts per strategy and per task are the records'.
+    let funnel = &report["funnel"];
+    let count = |runs: &[&Value], strategy: &str, counts: &Value| {
+        assert_eq!(counts["runs"], runs.len(), "{strategy}");
+        for stage in stages {
+            let applicable = runs
+                .iter()
+                .filter(|r| !r["funnel"][stage].is_null())
+                .count();
+            let reached = runs.iter().filter(|r| r["funnel"][stage] == true).count();
+            assert_eq!(
+                counts[stage]["applicable"], applicable,
+                "{strategy} {stage}"
+            );
+            assert_eq!(counts[stage]["reached"], reached, "{strategy} {stage}");
+        }
+        let verified = runs.iter().filter(|r| r["verified"] == true).count();
+        assert_eq!(counts["verified"]["reached"], verified, "{strategy}");
+        assert_eq!(counts["verified"]["applicable"], runs.len(), "{strategy}");
+        for field in [
+            "repairs_proposed",
+            "repairs_different",
+            "repairs_then_passed",
+        ] {
+            let sum: u64 = runs
+                .iter()
+                .map(|r| r["repair_yield"][field].as_u64().unwrap())
+                .sum();
+            assert_eq!(counts["repair_yield"][field], sum, "{strategy} {field}");
+        }
+    };
+    for strategy in ["one_shot", "reactive", "v1", "v2", "auto"] {
+        let mine: Vec<&Value> = records
+            .iter()
+            .filter(|r| r["strategy"] == strategy)
+            .collect();
+        count(&mine, strategy, &funnel["per_strategy"][strategy]);
+        assert_eq!(
+            funnel["per_strategy"][strategy]["verified"]["reached"],
+            report["aggregates"][strategy]["verified"]
+        );
+        for r in &mine {
+            let task = r["task"].as_str().unwrap();
+            count(&[*r], strategy, &funnel["per_task"][task][strategy]);
+        }
+    }
+    let applicable = |stage: &str| funnel["per_strategy"]["v2"][stage]["applicable"].as_u64();
+    assert!(applicable("plan_accepted") > Some(0) && applicable("checks_passed") > Some(0));
+
+    let md = std::fs::read_to_string(dir.path().join("report.md")).expect("report.md");
+    assert!(md.contains("## Funnel (reached / applicable)"), "{md}");
+    assert!(
+        md.contains("| strategy | plan accepted | tools granted |"),
+        "{md}"
+    );
+    assert!(md.contains("- v2: "), "{md}");
+}

@@ -12,13 +12,14 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::error::EvalError;
-use super::report::Record;
+use super::report::{Record, RunInputs};
 use super::resume::{RunKey, key_of};
 use super::runner::{EvalParams, Owed, matrix};
 use super::suite::Suite;
 use super::world::{META_KEY, World};
+use cairn::domain::event::Event;
 use cairn::domain::task::{Strategy, Task};
-use cairn::store::Store;
+use cairn::store::{PlanVersionRecord, Store};
 
 /// Runs in the service at once per worker: one running, one queued behind it.
 const IN_FLIGHT_PER_WORKER: usize = 2;
@@ -167,14 +168,17 @@ impl Follow<'_> {
         // A planned task has no answer of its own: what it found is in its artifacts.
         let artifacts = self.store.list_artifacts(&task.tenant_id, task.id).await?;
         let found = Value::Array(artifacts.into_iter().map(|a| a.value).collect());
-        let record = Record::from_run(
-            suite_task,
-            run.strategy,
-            run.repeat,
-            &task,
-            self.world,
-            &found,
-        );
+        let (events, plans) = history(self.store.as_ref(), &task).await?;
+        let record = Record::from_run(&RunInputs {
+            task: suite_task,
+            strategy: run.strategy,
+            repeat: run.repeat,
+            run: &task,
+            world: self.world,
+            found: &found,
+            events: &events,
+            plans: &plans,
+        });
         if self.params.progress {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(
@@ -190,6 +194,30 @@ impl Follow<'_> {
         }
         Ok(Some(record))
     }
+}
+
+/// Events read from the store per request.
+const EVENT_PAGE: i64 = 500;
+
+/// A finished run's events, in order, and its plan versions: what its funnel is read from.
+async fn history(
+    store: &dyn Store,
+    task: &Task,
+) -> Result<(Vec<Event>, Vec<PlanVersionRecord>), EvalError> {
+    let mut events: Vec<Event> = Vec::new();
+    loop {
+        let after = events.last().map_or(0, |e| e.seq);
+        let page = store
+            .list_events(&task.tenant_id, task.id, after, EVENT_PAGE)
+            .await?;
+        let more = page.len() as i64 == EVENT_PAGE;
+        events.extend(page);
+        if !more {
+            break;
+        }
+    }
+    let plans = store.list_plan_versions(&task.tenant_id, task.id).await?;
+    Ok((events, plans))
 }
 
 async fn send<T: serde::de::DeserializeOwned>(

@@ -140,9 +140,9 @@ pub(super) fn rule9_rates(pooled: &InventFit, by_answer: &[(Answer, InventFit)])
 }
 
 /// A call no pending step needed: another tool, invented arguments, or a step already done.
-/// A done step again was counted as a right call while steps were pending until 2026-12-03;
+/// A done step again counts as invented, not as a right call (earlier fits counted it right):
 /// the world's counterpart of a call that is not invented proposes a pending step, and a done
-/// one again moves nothing forward (docs/evaluation.md, "Refit, 2026-12-03 (second)").
+/// one again moves nothing forward (docs/evaluation.md, "Calibrating the slips").
 fn invented(j: &Judged) -> bool {
     matches!(
         j.first,

@@ -1,4 +1,4 @@
-//! Evaluation: the second seed's experiment matrix, measured through the real service path.
+//! Evaluation: every strategy on one suite, side by side, through the real service path.
 //!
 //! - [`suite`]: task suites as files (goal, category, ground-truth steps, injected fault);
 //! - [`world`]: the simulated model and tools every strategy shares; its behaviour is the
@@ -13,7 +13,10 @@
 //! - [`sweep`]: one world parameter over several values, success per strategy against it;
 //! - [`trace`]: a live run's model answers judged against the ground truth, for calibrating
 //!   the world's slip rates.
+//! - [`calls`]: every live model call stored whole (`calls.jsonl`) and read back, call by call
+//!   (`cairn eval calls`).
 
+pub mod calls;
 pub mod compose;
 pub mod drive;
 pub mod error;

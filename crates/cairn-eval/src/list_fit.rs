@@ -1,5 +1,5 @@
-//! What the real model does past the first call of a step list (`Judged::steps`, recorded
-//! since 2026-12-03): the verdicts of the calls after the first, and how often a call that
+//! What the real model does past the first call of a step list (`Judged::steps`, which older
+//! traces lack): the verdicts of the calls after the first, and how often a call that
 //! needs a fact no output has shown yet gets it right (the world's `guess_success`, rule 1).
 //! The world draws rule 9 once per list; these counts show whether a list that starts right
 //! goes on right (docs/evaluation.md, "Past the first call of a list").

@@ -32,7 +32,7 @@ pub struct RunsMeta {
     pub engine: serde_json::Value,
     /// Whether the world's tools answered an identical side-effecting call from its first
     /// receipt, as a deployment's tool client does (`cairn::engine::runtime::receipted`).
-    /// Runs recorded before that (2026-12-04) did not: every repeat reached the world, and a
+    /// Runs recorded before receipts were added did not: every repeat reached the world, and a
     /// resume of them goes on without receipts, so one experiment stays one experiment.
     #[serde(default)]
     pub tool_receipts: bool,

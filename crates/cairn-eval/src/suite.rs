@@ -187,7 +187,7 @@ impl SuiteTask {
     }
 }
 
-/// The second seed's injected failures.
+/// The injected failure classes (docs/evaluation.md, "Suites": one remedy per class).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FaultKind {

@@ -8,10 +8,12 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use async_trait::async_trait;
 use serde::Serialize;
 
+use super::calls::CallLog;
 use super::invent_fit::{InventFit, chooses, fit_invent, fit_invent_by_answer, rule9_rates};
 use super::list_fit::{ListFit, fit_lists};
 use super::lsq::nonnegative;
@@ -27,6 +29,8 @@ pub struct Tracing {
     world: Arc<World>,
     judged: Mutex<Vec<Judged>>,
     log: Option<Mutex<std::fs::File>>,
+    /// Every call stored whole (`calls.jsonl`), beside the verdicts.
+    calls: Option<CallLog>,
 }
 
 impl Tracing {
@@ -36,11 +40,14 @@ impl Tracing {
             world,
             judged: Mutex::new(Vec::new()),
             log: None,
+            calls: None,
         }
     }
 
-    /// Appends every judged call to `out/trace.jsonl`: kept when `resume`, else started anew.
+    /// Appends every judged call to `out/trace.jsonl` and stores every call whole in
+    /// `out/calls.jsonl` ([`crate::calls`]): kept when `resume`, else started anew.
     pub fn logged(mut self, out: &Path, resume: bool) -> std::io::Result<Tracing> {
+        self.calls = Some(CallLog::open(out, resume).map_err(std::io::Error::other)?);
         let path = out.join("trace.jsonl");
         if !resume {
             std::fs::write(&path, b"")?;
@@ -76,12 +83,20 @@ impl Tracing {
 #[async_trait]
 impl ModelPort for Tracing {
     async fn complete(&self, call: ModelCall) -> Result<ModelReply, PortError> {
+        let started = Instant::now();
         let reply = self.inner.complete(call.clone()).await;
+        let latency = started.elapsed();
         self.world.count_model_call(&call).await;
         let judged = match &reply {
             Ok(answer) => self.world.judge(&call, &answer.value).await,
             Err(_) => None,
         };
+        if let Some(calls) = &self.calls {
+            let world = &self.world;
+            calls
+                .record(world, &call, &reply, latency, judged.as_ref())
+                .await;
+        }
         if let Some(judged) = judged {
             self.append(&judged);
             match self.judged.lock() {
@@ -340,57 +355,4 @@ fn write_slips(out: &Path, judged: &[Judged]) -> std::io::Result<Calibration> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn judged(unwritten: usize, chars: usize, first: Verdict) -> Judged {
-        Judged {
-            task: "t".into(),
-            repeat: 0,
-            purpose: "tactical".into(),
-            milestone: Some("reactive".into()),
-            chars,
-            pending: unwritten.max(1),
-            unwritten,
-            first,
-            covered: None,
-            steps: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn the_fit_recovers_a_stop_rate_that_grows_with_unwritten_steps() {
-        // Stops in 1 of 4 calls at unwritten 1, 2 of 4 at 2, 3 of 4 at 3: slope 0.25 through
-        // the origin, whatever the input length.
-        let mut calls = Vec::new();
-        for (u, stops) in [(1, 1), (2, 2), (3, 3)] {
-            for i in 0..4 {
-                let first = if i < stops {
-                    Verdict::Stop
-                } else {
-                    Verdict::Next
-                };
-                calls.push(judged(u, 1000 + 500 * (i % 2), first));
-            }
-        }
-        calls.push(judged(2, 2000, Verdict::Later));
-        let c = calibrate(&calls);
-        assert_eq!(c.calls, 13);
-        assert_eq!(c.kinds[0].stop, 6);
-        assert_eq!(c.kinds[0].later, 1);
-        assert!(
-            (c.fitted.stop_per_unwritten - 0.25).abs() < 0.03,
-            "{:?}",
-            c.fitted
-        );
-        assert!(c.fitted.stop_base < 0.05, "{:?}", c.fitted);
-        assert!(c.fitted.misorder_per_unwritten > 0.0);
-        assert!(c.markdown().contains("tactical/reactive"));
-    }
-
-    #[test]
-    fn too_few_traces_fit_nothing_rather_than_nonsense() {
-        let c = calibrate(&[judged(1, 100, Verdict::Next)]);
-        assert_eq!(c.fitted, SlipRates::default());
-    }
-}
+mod tests;

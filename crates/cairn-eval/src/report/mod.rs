@@ -8,122 +8,19 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
-use crate::suite::{Suite, SuiteTask};
-use crate::world::World;
+use crate::suite::Suite;
 
+mod funnel;
+#[cfg(test)]
+mod funnel_tests;
+mod record;
 mod render;
-use cairn::domain::gate::Route;
-use cairn::domain::report::TaskReport;
-use cairn::domain::task::{Strategy, Task};
-
-/// One (task, strategy, repeat) run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Record {
-    pub task: String,
-    pub category: String,
-    pub fault: Option<String>,
-    pub strategy: String,
-    pub repeat: u32,
-    pub status: String,
-    /// What the strategy claimed: the run ended `succeeded`.
-    #[serde(default)]
-    pub claimed: bool,
-    /// The suite's acceptance check, read from the simulated world's state.
-    pub verified: bool,
-    pub tokens: u64,
-    pub tool_calls: u64,
-    pub model_calls: u32,
-    pub wall_ms: u64,
-    pub repairs: BTreeMap<String, u64>,
-    /// v2/auto: the gate's route (`direct` or `plan`).
-    pub gate: Option<String>,
-    pub fault_fired: bool,
-    /// Whether the run was verified although the injected fault fired.
-    pub recovered: Option<bool>,
-    pub repeated_side_effects: u32,
-    /// Calls the world refused because a prerequisite step had not happened yet.
-    #[serde(default)]
-    pub misordered: u32,
-    /// Ground-truth steps performed (each counted once), and performances of them again:
-    /// work a replan threw away and did over (reads as well as writes).
-    #[serde(default)]
-    pub steps_performed: u32,
-    #[serde(default)]
-    pub steps_redone: u32,
-}
-
-impl Record {
-    /// `found` is what the run left as artifacts, read as its answer when it gave none.
-    pub fn from_run(
-        task: &SuiteTask,
-        strategy: Strategy,
-        repeat: u32,
-        run: &Task,
-        world: &World,
-        found: &Value,
-    ) -> Record {
-        let report = TaskReport::read(run.result.as_ref());
-        let answer = report
-            .answer()
-            .filter(|a| !a.is_null())
-            .or(Some(found).filter(|_| run.status == cairn::domain::task::TaskStatus::Succeeded));
-        let verified = world.accept(task, run.id, answer);
-        let state = world.task_world(run.id);
-        let metrics = report.metrics;
-        let repairs = [
-            ("retry_step", metrics.repairs_retry_step),
-            ("replan_milestone", metrics.repairs_replan_milestone),
-            ("replan_strategy", metrics.repairs_replan_strategy),
-        ]
-        .into_iter()
-        .map(|(level, count)| (level.to_string(), u64::from(count)))
-        .collect();
-        let wall_ms = match (run.started_at, run.finished_at) {
-            (Some(start), Some(end)) => {
-                u64::try_from((end - start).num_milliseconds()).unwrap_or(0)
-            }
-            _ => 0,
-        };
-        let fault_fired = state.fault_hits > 0;
-        Record {
-            task: task.id.clone(),
-            category: task.category.as_str().into(),
-            fault: task.fault.as_ref().map(|f| f.kind.as_str().to_string()),
-            strategy: strategy.as_str().into(),
-            repeat,
-            status: run.status.as_str().into(),
-            claimed: run.status == cairn::domain::task::TaskStatus::Succeeded,
-            verified,
-            tokens: report.spend.tokens,
-            tool_calls: report.spend.tool_calls,
-            model_calls: state.model_calls,
-            wall_ms,
-            repairs,
-            gate: report.route().map(|route| {
-                match route {
-                    Route::Direct => "direct",
-                    Route::Plan => "plan",
-                }
-                .to_string()
-            }),
-            fault_fired,
-            recovered: fault_fired.then_some(verified),
-            repeated_side_effects: state.repeated_side_effects,
-            misordered: state.misordered,
-            steps_performed: state.performed.values().filter(|n| **n > 0).count() as u32,
-            steps_redone: state.performed.values().map(|n| n.saturating_sub(1)).sum(),
-        }
-    }
-
-    /// Whether the run replanned (L2 or L3): where completed work can be kept or lost.
-    pub fn replanned(&self) -> bool {
-        ["replan_milestone", "replan_strategy"]
-            .iter()
-            .any(|level| self.repairs.get(*level).copied().unwrap_or(0) > 0)
-    }
-}
+mod tally;
+use cairn::domain::task::Strategy;
+pub use funnel::{Funnel, RepairYield};
+pub use record::{Record, RunInputs};
+pub use tally::{FunnelCounts, FunnelReport, Stage};
 
 /// Aggregates of one strategy (over all tasks, or one category).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -250,6 +147,10 @@ pub struct Report {
     /// evaluation still in progress (`cairn eval --resume` goes on with it).
     #[serde(default)]
     pub planned_runs: usize,
+    /// Where runs were lost and what repairs yielded, per strategy and per task and strategy
+    /// (docs/evaluation.md, "Funnel").
+    #[serde(default)]
+    pub funnel: FunnelReport,
     pub records: Vec<Record>,
 }
 
@@ -277,6 +178,7 @@ impl Report {
             .collect();
         v2_regressions.dedup();
         let (rollout_candidate, rollout_regressions) = rollout(&names, &regressions);
+        let funnel = FunnelReport::build(&names, records);
         Report {
             simulated: true,
             model: String::new(),
@@ -294,6 +196,7 @@ impl Report {
             rollout_regressions,
             rollout_candidate,
             planned_runs: suite.tasks.len() * strategies.len() * repeat.max(1) as usize,
+            funnel,
             records: records.to_vec(),
         }
     }

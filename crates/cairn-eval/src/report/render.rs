@@ -91,6 +91,7 @@ impl Report {
         }
         let _ = writeln!(out, "## Per strategy\n\n{}", self.headline());
         self.markdown_categories(&mut out);
+        self.markdown_funnel(&mut out);
         self.markdown_faults(&mut out);
         self.markdown_tasks(&mut out);
         self.markdown_regressions(&mut out);
@@ -123,7 +124,7 @@ impl Report {
     }
 
     /// Recovery per injected failure class: verified runs among those where the fault fired,
-    /// per strategy (the second seed's "recovery per failure class").
+    /// per strategy: whether it recovers once the happy path breaks.
     fn markdown_faults(&self, out: &mut String) {
         let mut classes: Vec<&str> = self
             .records

@@ -48,7 +48,7 @@ pub struct Judged {
     /// For a list: how many distinct pending steps it proposes (all of them, when complete).
     pub covered: Option<usize>,
     /// For a list: every proposed call in order, each judged against the pending steps the
-    /// calls before it have not proposed yet (traces before 2026-12-03 lack it).
+    /// calls before it have not proposed yet (older traces lack it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepJudged>,
 }

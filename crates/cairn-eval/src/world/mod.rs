@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::suite::{Suite, SuiteTask, fact_refs};
-use cairn::domain::task::{DEFAULT_TENANT, TaskId};
+use cairn::domain::task::{DEFAULT_TENANT, Strategy, TaskId};
 use cairn::engine::runtime::ports::{
     FailureKind, ModelCall, ModelPort, ModelReply, PortError, ToolCall, ToolPort, ToolReply,
     ToolSpec,
@@ -82,6 +82,10 @@ pub struct TaskWorld {
     pub misordered: u32,
     pub model_calls: u32,
     pub tool_calls: u32,
+    /// Whether the task's first tool call was right: a valid performance of a step, or the
+    /// call the injected fault answered in its place (the fault is the world's doing, not the
+    /// model's); `None` before any call.
+    pub first_call_right: Option<bool>,
 }
 
 /// The receipts of one task's valid performances: `done:STEP#NONCE`, the nonce drawn from
@@ -106,10 +110,13 @@ impl Receipts<'_> {
     }
 }
 
-#[derive(Debug, Clone)]
-struct Binding {
-    task: String,
-    repeat: u32,
+/// The run a submitted task is: its suite task, repeat and strategy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Binding {
+    pub task: String,
+    pub repeat: u32,
+    /// The stored task's strategy (the matrix's column).
+    pub strategy: Strategy,
 }
 
 /// The model and tool ports of one evaluation.
@@ -197,6 +204,7 @@ impl World {
         let binding = Binding {
             task: meta["task"].as_str().unwrap_or_default().to_string(),
             repeat: u32::try_from(meta["repeat"].as_u64().unwrap_or(0)).unwrap_or(0),
+            strategy: task.strategy,
         };
         if self.suite.task(&binding.task).is_none() {
             return Err(PortError::new(
@@ -283,6 +291,11 @@ impl World {
         }
     }
 
+    /// The run the task `id` is (`None` for a task of no suite).
+    pub async fn run_of(&self, id: TaskId) -> Option<Binding> {
+        self.bind(id).await.ok().map(|(_, binding)| binding)
+    }
+
     /// A real model's answer to `call`, judged against the ground truth as it stands
     /// (`cairn eval --live` traces); `None` for a task of no suite.
     pub async fn judge(&self, call: &ModelCall, value: &Value) -> Option<Judged> {
@@ -347,7 +360,13 @@ impl ToolPort for World {
         self.with_world(call.task_id, task, |world| {
             world.tool_calls += 1;
             let declared = suite.world.declare_artifacts;
-            perform(task, world, &receipts, (&call.tool, &call.args), declared)
+            let marks = |w: &TaskWorld| (w.performed.values().sum::<u32>(), w.fault_hits);
+            let before = marks(world);
+            let reply = perform(task, world, &receipts, (&call.tool, &call.args), declared);
+            if world.first_call_right.is_none() {
+                world.first_call_right = Some(marks(world) != before);
+            }
+            reply
         })
     }
 }
