@@ -50,6 +50,10 @@ pub struct EvalCommand {
     /// (sweep.md, sweep.json, sweep.svg under --out).
     #[arg(long)]
     sweep: Option<cairn_eval::sweep::Sweep>,
+    /// The model the simulated world plays: `suite` (the suite's slip rates: for the default
+    /// suites, fitted to a small real model) or `competent` (no slips).
+    #[arg(long, default_value = "suite")]
+    profile: cairn_eval::suite::Profile,
     /// Keep the runs already recorded in --out (runs.jsonl) and run only the rest of the
     /// matrix, then report on all of them; refused when the suite, model or prompts
     /// differ from those the recorded runs used.
@@ -162,6 +166,7 @@ fn evaluate(args: EvalCommand) -> ExitCode {
             progress: true,
             live,
             overrides: Vec::new(),
+            profile: args.profile,
             resume: args.resume,
             max_runs: args.max_runs,
         };

@@ -224,6 +224,7 @@ fn small_reactive_v2(
         progress: false,
         live: None,
         overrides: Vec::new(),
+        profile: cairn_eval::suite::Profile::Suite,
         resume: false,
         max_runs: None,
     }

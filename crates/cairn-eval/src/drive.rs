@@ -133,12 +133,16 @@ impl Follow<'_> {
         else {
             return Ok(None);
         };
-        let body = json!({
+        let mut body = json!({
             "goal": task.goal,
             "strategy": strategy,
             "budget": {"tokens": task.budget_tokens, "tool_calls": 60, "wall_ms": self.wall_ms},
             "metadata": {META_KEY: {"task": task.id, "repeat": repeat, "suite": self.suite.name}},
         });
+        // A task offered its own tools submits them as the task's tool list.
+        if let (Some(tools), Some(object)) = (&task.tools, body.as_object_mut()) {
+            object.insert("tools".into(), json!(tools));
+        }
         let url = format!("{}/v1/tasks", self.base);
         let created: Task = send(self.http.post(url).json(&body)).await?;
         Ok(Some(Submitted {

@@ -18,7 +18,7 @@ use serde_json::json;
 use super::error::EvalError;
 use super::report::Record;
 use super::resume::{RunKey, RunLog, RunsMeta, key_of};
-use super::suite::Suite;
+use super::suite::{Profile, Suite};
 use super::sweep::WorldParam;
 use cairn::domain::settings::EngineSettings;
 use cairn::domain::task::Strategy;
@@ -43,6 +43,8 @@ pub struct EvalParams {
     pub live: Option<LiveModel>,
     /// World settings that replace the suite's own (what `--sweep` varies).
     pub overrides: Vec<(WorldParam, f64)>,
+    /// `--profile`: the model the world plays (the suite's slip rates, or none).
+    pub profile: Profile,
     /// `--resume`: keep the runs `out/runs.jsonl` holds and run only the rest of the matrix.
     pub resume: bool,
     /// `--max-runs`: submit at most this many of the runs still owed (`None`: all of them);
@@ -111,6 +113,7 @@ impl std::fmt::Debug for LiveModel {
 /// The suite at `params.suite` with `params.overrides` applied to its world, checked again.
 pub fn load_suite(params: &EvalParams) -> Result<Suite, EvalError> {
     let mut suite = Suite::load(&params.suite)?;
+    params.profile.apply(&mut suite.world);
     for (param, value) in &params.overrides {
         param.apply(&mut suite.world, *value)?;
     }
@@ -254,6 +257,7 @@ fn build_report(params: &EvalParams, suite: &Suite, records: &[Record]) -> super
     let mut report =
         super::report::Report::build(suite, &params.strategies, params.repeat, records);
     report.simulated = params.live.is_none();
+    report.profile = params.profile;
     report.model = model_name(params);
     report.prompts = prompts::ALL.iter().map(|p| p.version()).collect();
     report

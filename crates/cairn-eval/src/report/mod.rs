@@ -125,6 +125,9 @@ pub struct Report {
     #[serde(default)]
     pub prompts: Vec<String>,
     pub suite: String,
+    /// The model the simulated world played (`--profile`).
+    #[serde(default)]
+    pub profile: crate::suite::Profile,
     pub seed: u64,
     pub guess_success: f64,
     pub repeat: u32,
@@ -184,6 +187,7 @@ impl Report {
             model: String::new(),
             prompts: Vec::new(),
             suite: suite.name.clone(),
+            profile: crate::suite::Profile::Suite,
             seed: suite.world.seed,
             guess_success: suite.world.guess_success,
             repeat,

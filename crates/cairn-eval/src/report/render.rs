@@ -63,9 +63,13 @@ impl Report {
             );
             let _ = writeln!(
                 out,
-                "Every model and tool answer below is **simulated** (`cairn eval`'s world model, seed {}, \
-                 guess_success {}); {} repeat(s) per task and strategy. See docs/evaluation.md.\n",
-                self.seed, self.guess_success, self.repeat
+                "Every model and tool answer below is **simulated** (`cairn eval`'s world model, \
+                 profile `{}`, seed {}, guess_success {}); {} repeat(s) per task and strategy. See \
+                 docs/evaluation.md.\n",
+                self.profile.as_str(),
+                self.seed,
+                self.guess_success,
+                self.repeat
             );
         } else {
             let _ = writeln!(out, "# Evaluation report: suite `{}` (live)\n", self.suite);

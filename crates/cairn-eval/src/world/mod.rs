@@ -38,6 +38,8 @@ use cairn::engine::runtime::ports::{
 };
 use cairn::store::Store;
 
+#[cfg(test)]
+mod fair_tests;
 mod invent;
 mod judge;
 mod mind;
@@ -136,12 +138,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl World {
     pub fn new(suite: Arc<Suite>, store: Arc<dyn Store>) -> World {
-        let mut tools: BTreeMap<String, bool> = BTreeMap::new();
-        for step in suite.tasks.iter().flat_map(|t| t.steps.iter()) {
-            *tools.entry(step.tool.clone()).or_default() |= step.writes;
-        }
-        tools.insert(LOCATE.into(), false);
-        let specs = tools
+        let specs = specs::all_tools(&suite)
             .into_iter()
             .map(|(name, side_effects)| ToolSpec {
                 description: format!("simulated tool {name}"),
@@ -359,7 +356,7 @@ impl ToolPort for World {
         };
         self.with_world(call.task_id, task, |world| {
             world.tool_calls += 1;
-            let declared = suite.world.declare_artifacts;
+            let declared = !specs::declared(&suite, &call.tool).is_empty();
             let marks = |w: &TaskWorld| (w.performed.values().sum::<u32>(), w.fault_hits);
             let before = marks(world);
             let reply = perform(task, world, &receipts, (&call.tool, &call.args), declared);

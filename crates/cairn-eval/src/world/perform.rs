@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::{LOCATE, Receipts, TaskWorld, resolve_truth};
-use crate::suite::{FaultKind, FaultSpec, SuiteTask, TaskStep};
+use crate::suite::{FaultFires, FaultKind, FaultSpec, SuiteTask, TaskStep};
 use cairn::engine::runtime::ports::{FailureKind, PortError, ToolReply};
 
 /// An argument as text: strings as they are, numbers and booleans written out (a real model
@@ -29,11 +29,17 @@ pub(super) fn normal(text: &str) -> String {
         .to_lowercase()
 }
 
-/// Whether a given argument means the expected value: equal as a reader compares, or (for a
-/// value of three characters or more) containing it, as in `"Error: err-queue-full"`.
+/// Whether a given argument means the expected value: equal as a reader compares, (for a
+/// value of three characters or more) containing it, as in `"Error: err-queue-full"`, or, for a
+/// value of several words, holding them in order with others between, as `df -h /var` holds
+/// `df /var`.
 pub(super) fn means(given: &str, expected: &str) -> bool {
     let (given, expected) = (normal(given), normal(expected));
-    given == expected || (expected.chars().count() >= 3 && given.contains(&expected))
+    let words: Vec<&str> = expected.split(' ').collect();
+    let mut said = given.split(' ');
+    given == expected
+        || (expected.chars().count() >= 3 && given.contains(&expected))
+        || (words.len() >= 2 && words.iter().all(|w| said.any(|s| s == *w)))
 }
 
 /// Whether an answer states a true fact as a reader would accept it: containing it, or every
@@ -108,6 +114,11 @@ pub(super) fn perform(
     }
     let fault = task.fault.as_ref().filter(|f| f.step == step.id);
     if let Some(reply) = fault.and_then(|f| fault_before_args(f, world, tool, &step.id)) {
+        return reply;
+    }
+    // A fault that fires whatever the arguments meets every call of the step's tool.
+    let any_args = fault.filter(|f| f.fires == FaultFires::AnyArgs);
+    if let Some(reply) = any_args.and_then(|f| fault_after_args(f, world, step, tool, args)) {
         return reply;
     }
     for (name, template) in &step.args {
@@ -194,7 +205,10 @@ fn fault_before_args(
             world.fault_hits += 1;
             Some(Err(PortError::new(
                 FailureKind::Transient,
-                format!("{tool}: timed out after 30000 ms (signal timeout:{sid})"),
+                format!(
+                    "{tool}: timed out after 30000 ms (signal timeout:{sid}){}",
+                    remedy(fault, "call it again")
+                ),
             )))
         }
         FaultKind::ResourceDisappears if !world.gone => {
@@ -204,7 +218,8 @@ fn fault_before_args(
             let old = world.facts.get(&fact).cloned().unwrap_or_default();
             world.facts.insert(fact, format!("{old}-renewed"));
             Some(error(format!(
-                "{tool}: resource {old} is gone (signal gone:{sid})"
+                "{tool}: resource {old} is gone (signal gone:{sid}){}",
+                remedy(fault, "look it up again for its new id")
             )))
         }
         _ => None,
@@ -224,33 +239,61 @@ fn fault_after_args(
         FaultKind::MissingFile if !world.located => {
             world.fault_hits += 1;
             let path = step.args.values().next().cloned().unwrap_or_default();
+            let path = resolve_truth(&path, &world.facts);
+            let how = format!("call {LOCATE} with ref = {path:?}, then {tool} again");
             Some(error(format!(
-                "{tool}: no such file: {} (signal missing:{sid})",
-                resolve_truth(&path, &world.facts)
+                "{tool}: no such file: {path} (signal missing:{sid}){}",
+                remedy(fault, &how)
             )))
         }
         FaultKind::UnexpectedResponse if normal(&arg(args, "api")) != "v2" => {
             world.fault_hits += 1;
-            Some(output(
+            Some(output(stated(
                 json!({"status": "moved", "detail": "this endpoint answers in API v2",
-                                 "signal": format!("moved:{sid}")}),
-            ))
+                       "signal": format!("moved:{sid}")}),
+                fault,
+                "call again with api = \"v2\"",
+            )))
         }
         FaultKind::InvalidIntermediate if normal(&arg(args, "validate")) != "true" => {
             world.fault_hits += 1;
-            Some(output(json!({"ok": true, "valid": false,
-                                 "problems": ["the produced data does not match its schema"],
-                                 "signal": format!("invalid:{sid}")})))
+            Some(output(stated(
+                json!({"ok": true, "valid": false,
+                       "problems": ["the produced data does not match its schema"],
+                       "signal": format!("invalid:{sid}")}),
+                fault,
+                "call again with validate = true",
+            )))
         }
         FaultKind::IncompleteEvidence if normal(&arg(args, "page")) != "2" => {
             world.fault_hits += 1;
-            Some(output(
+            Some(output(stated(
                 json!({"items": ["first half of the evidence"], "complete": false,
-                                 "next_page": "2", "signal": format!("partial:{sid}")}),
-            ))
+                       "next_page": "2", "signal": format!("partial:{sid}")}),
+                fault,
+                "call again with page = 2",
+            )))
         }
         _ => None,
     }
+}
+
+/// The remedy a fault that fires whatever the arguments states, as the end of its message.
+fn remedy(fault: &FaultSpec, how: &str) -> String {
+    match fault.fires {
+        FaultFires::AnyArgs => format!("; to recover: {how}"),
+        FaultFires::AfterArgs => String::new(),
+    }
+}
+
+/// A fault's answer with its remedy stated, where the fault states it.
+fn stated(mut answer: Value, fault: &FaultSpec, how: &str) -> Value {
+    if fault.fires == FaultFires::AnyArgs
+        && let Some(object) = answer.as_object_mut()
+    {
+        object.insert("remedy".into(), json!(how));
+    }
+    answer
 }
 
 /// A valid performance: count it (and a repeated side effect), reveal the step's facts.
@@ -304,6 +347,10 @@ mod tests {
         assert!(!means("v", "v2"));
         // Short values must be equal, not merely contained.
         assert!(!means("v22", "v2"));
+        // Several words: in order, others between.
+        assert!(means("df -h /var", "df /var"));
+        assert!(!means("/var df", "df /var"));
+        assert!(!means("du /var", "df /var"));
         assert!(means("V2", "v2"));
         assert_eq!(arg(&json!({"build": 8812}), "build"), "8812");
         assert_eq!(arg(&json!({"validate": true}), "validate"), "true");

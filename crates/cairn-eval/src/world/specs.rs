@@ -32,9 +32,44 @@ const REMEDIES: [(&str, &str); 3] = [
     ),
 ];
 
-/// Each tool with every argument the suite's steps give it and the remedies its faults need.
+/// Every tool of the suite and whether it writes: the tools its steps use (writing when a step
+/// does), the tools its tasks are offered and its documents name (writing when documented so),
+/// and `locate`.
+pub(super) fn all_tools(suite: &Suite) -> BTreeMap<String, bool> {
+    let mut tools: BTreeMap<String, bool> = BTreeMap::new();
+    for step in suite.tasks.iter().flat_map(|t| t.steps.iter()) {
+        *tools.entry(step.tool.clone()).or_default() |= step.writes;
+    }
+    let offered = suite.tasks.iter().flat_map(|t| t.tools.iter().flatten());
+    for name in offered.chain(suite.tools.keys()) {
+        let writes = suite.tools.get(name).is_some_and(|doc| doc.side_effects);
+        *tools.entry(name.clone()).or_default() |= writes;
+    }
+    tools.remove(LOCATE);
+    tools.insert(LOCATE.into(), false);
+    tools
+}
+
+/// Each tool with every argument the suite's steps give it and the remedies its faults need;
+/// a tool no step uses (a distractor) with the arguments its document names.
 pub fn described(suite: &Suite) -> Vec<ToolSpec> {
-    let mut tools: BTreeMap<String, (bool, BTreeSet<String>)> = BTreeMap::new();
+    let stepped: BTreeSet<&str> = suite
+        .tasks
+        .iter()
+        .flat_map(|t| t.steps.iter().map(|s| s.tool.as_str()))
+        .collect();
+    let mut tools: BTreeMap<String, (bool, BTreeSet<String>)> = all_tools(suite)
+        .into_iter()
+        .filter(|(name, _)| name != LOCATE)
+        .map(|(name, writes)| {
+            let documented = suite
+                .tools
+                .get(&name)
+                .filter(|_| !stepped.contains(name.as_str()))
+                .map(|d| d.args.keys().cloned().collect());
+            (name, (writes, documented.unwrap_or_default()))
+        })
+        .collect();
     for task in &suite.tasks {
         for step in &task.steps {
             let entry = tools.entry(step.tool.clone()).or_default();
@@ -88,7 +123,11 @@ pub fn described(suite: &Suite) -> Vec<ToolSpec> {
 /// declares artifacts (`[world] declare_artifacts`; every answer then carries it, the remedy
 /// tool `locate`'s too), none otherwise.
 pub(super) fn declared(suite: &Suite, name: &str) -> Vec<String> {
-    if suite.world.declare_artifacts {
+    let own = suite
+        .tools
+        .get(name)
+        .is_some_and(|doc| doc.declares_artifact);
+    if suite.world.declare_artifacts || own {
         vec![name.to_string()]
     } else {
         Vec::new()

@@ -10,6 +10,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+mod check;
+
 /// A loaded suite.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -34,6 +36,14 @@ pub struct ToolDoc {
     /// Argument name -> what to send.
     #[serde(default)]
     pub args: BTreeMap<String, String>,
+    /// Whether a call changes the world. A tool some step uses writes when that step does; this
+    /// says it for a tool no step uses (a distractor offered beside a task's own tools).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub side_effects: bool,
+    /// Whether the tool declares the artifact its answers carry (named after the tool), as a
+    /// registered tool may; without it the tool declares none, as an MCP tool would.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub declares_artifact: bool,
 }
 
 /// The simulator behaviour that decides results: explicit, seeded, the same for every
@@ -100,6 +110,48 @@ impl Default for WorldSettings {
 
 pub use super::slip_rates::SlipRates;
 
+/// Which model the simulated world plays: the one the suite's `[world.slips]` describe (for the
+/// default suites, rates fitted to a small real model's mistakes), or a competent one that never
+/// slips, on which the engine's mechanisms are tested when the model does its part.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Profile {
+    #[default]
+    Suite,
+    Competent,
+}
+
+impl Profile {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::Suite => "suite",
+            Profile::Competent => "competent",
+        }
+    }
+
+    /// The world settings of this profile.
+    pub fn apply(self, world: &mut WorldSettings) {
+        if self == Profile::Competent {
+            world.slips = SlipRates::default();
+        }
+    }
+}
+
+impl std::str::FromStr for Profile {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Profile, String> {
+        match text {
+            "suite" => Ok(Profile::Suite),
+            "competent" => Ok(Profile::Competent),
+            other => Err(format!(
+                "unknown world profile {other:?} (use suite, the suite's own slip rates, or \
+                 competent, no slips)"
+            )),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
@@ -132,6 +184,10 @@ pub struct SuiteTask {
     pub steps: Vec<TaskStep>,
     #[serde(default)]
     pub fault: Option<FaultSpec>,
+    /// The tools the task is offered (sent as the task's `tools`): its steps' tools and a few
+    /// distractors. Absent, every tool of the suite.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
     /// Targets the goal names (a gate feature).
     #[serde(default = "one")]
     pub targets: u32,
@@ -224,6 +280,29 @@ pub struct FaultSpec {
     /// `tool_timeout`: how many calls time out before one answers (default 1).
     #[serde(default)]
     pub times: Option<u32>,
+    /// When the fault fires: after the step's exact arguments (the default), or on any call
+    /// of the step's tool, its answer stating the remedy.
+    #[serde(default, skip_serializing_if = "FaultFires::is_default")]
+    pub fires: FaultFires,
+}
+
+/// When an injected fault fires.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultFires {
+    /// On a call with the step's right arguments, until the remedy is applied: a model must
+    /// first get the call right to meet the fault.
+    #[default]
+    AfterArgs,
+    /// On any call of the step's tool until the remedy is applied, whatever the other
+    /// arguments; the answer names the remedy (an argument the tool takes, or what to call).
+    AnyArgs,
+}
+
+impl FaultFires {
+    fn is_default(&self) -> bool {
+        *self == FaultFires::AfterArgs
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -260,85 +339,8 @@ impl Suite {
         Ok(suite)
     }
 
-    /// Unique ids, facts revealed before use, faults on known steps, answers where needed.
-    pub fn check(&self) -> Result<(), SuiteError> {
-        let mut ids = BTreeSet::new();
-        if !(0.0..=1.0).contains(&self.world.guess_success) {
-            return Err(invalid("world", "guess_success must be within 0..=1"));
-        }
-        if !self.world.slips.valid() {
-            return Err(invalid(
-                "world.slips",
-                "every slip rate must be within 0..=1",
-            ));
-        }
-        for task in &self.tasks {
-            if !ids.insert(task.id.as_str()) {
-                return Err(invalid(&task.id, "duplicate task id"));
-            }
-            if task.steps.is_empty() && task.answer.is_none() {
-                return Err(invalid(&task.id, "a task without steps needs an answer"));
-            }
-            let mut known: BTreeSet<&str> = BTreeSet::new();
-            let mut steps = BTreeSet::new();
-            for step in &task.steps {
-                if !steps.insert(step.id.as_str()) {
-                    return Err(invalid(&task.id, &format!("duplicate step {}", step.id)));
-                }
-                for value in step.args.values() {
-                    for fact in fact_refs(value) {
-                        if !known.contains(fact.as_str()) {
-                            return Err(invalid(
-                                &task.id,
-                                &format!(
-                                    "step {} uses {{{fact}}} before a step reveals it",
-                                    step.id
-                                ),
-                            ));
-                        }
-                    }
-                }
-                if let Some(unknown) = step
-                    .after
-                    .iter()
-                    .find(|a| **a == step.id || !steps.contains(a.as_str()))
-                {
-                    return Err(invalid(
-                        &task.id,
-                        &format!("step {} is after {unknown}, not an earlier step", step.id),
-                    ));
-                }
-                known.extend(step.reveals.keys().map(String::as_str));
-            }
-            if let Some(fault) = &task.fault {
-                if !steps.contains(fault.step.as_str()) {
-                    return Err(invalid(
-                        &task.id,
-                        &format!("fault on unknown step {}", fault.step),
-                    ));
-                }
-                if fault.kind == FaultKind::ResourceDisappears
-                    && !fault.fact.as_deref().is_some_and(|f| known.contains(f))
-                {
-                    return Err(invalid(
-                        &task.id,
-                        "resource_disappears needs a revealed `fact`",
-                    ));
-                }
-            }
-        }
-        Ok(())
-    }
-
     pub fn task(&self, id: &str) -> Option<&SuiteTask> {
         self.tasks.iter().find(|t| t.id == id)
-    }
-}
-
-fn invalid(task: &str, message: &str) -> SuiteError {
-    SuiteError::Invalid {
-        task: task.to_string(),
-        message: message.to_string(),
     }
 }
 
