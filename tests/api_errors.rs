@@ -68,8 +68,6 @@ async fn bad_submissions(db: Db) {
         ("a JSON array", "[]".into(), json_type, 422, "/problems/validation"),
         ("unknown top-level field", r#"{"goal": "g", "budget": {"tokens": 1, "tool_calls": 1, "wall_ms": 1}, "priority": 1}"#.into(), json_type, 422, "/problems/validation"),
         ("unknown budget field", r#"{"goal": "g", "budget": {"tokens": 1, "tool_calls": 1, "wall_ms": 1, "dollars": 3}}"#.into(), json_type, 422, "/problems/validation"),
-        ("missing budget", r#"{"goal": "g"}"#.into(), json_type, 422, "/problems/validation"),
-        ("missing budget unit", r#"{"goal": "g", "budget": {"tokens": 1, "tool_calls": 1}}"#.into(), json_type, 422, "/problems/validation"),
         ("negative budget", r#"{"goal": "g", "budget": {"tokens": -1, "tool_calls": 1, "wall_ms": 1}}"#.into(), json_type, 422, "/problems/validation"),
         ("fractional budget", r#"{"goal": "g", "budget": {"tokens": 1.5, "tool_calls": 1, "wall_ms": 1}}"#.into(), json_type, 422, "/problems/validation"),
         ("budget beyond u64", r#"{"goal": "g", "budget": {"tokens": 1e30, "tool_calls": 1, "wall_ms": 1}}"#.into(), json_type, 422, "/problems/validation"),

@@ -31,7 +31,7 @@ use std::process::Stdio;
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
-use cairn::domain::task::Budget;
+use cairn::domain::task::{Budget, BudgetRequest};
 use cairn::http::tasks::CreateTaskRequest;
 use proptest::prelude::*;
 use serve_process::{Db, Serve};
@@ -221,11 +221,11 @@ fn server_accepts(goal: &str) -> bool {
     CreateTaskRequest {
         tools: None,
         goal: goal.to_string(),
-        budget: Budget {
+        budget: Some(BudgetRequest::from(Budget {
             tokens: 1,
             tool_calls: 1,
             wall_ms: 1,
-        },
+        })),
         strategy: None,
         metadata: None,
     }

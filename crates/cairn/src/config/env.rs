@@ -96,6 +96,7 @@ impl Config {
             "CAIRN_TEST_MINIMAL_ENGINE" => {
                 self.test_minimal_engine = parse(name, value, "true or false")?
             }
+            "CAIRN_SIM_LATENCY_MS" => self.sim_latency_ms = parse(name, value, "milliseconds")?,
             "CAIRN_LLM_TIMEOUT_MS" => self.llm_timeout_ms = parse(name, value, "milliseconds")?,
             "CAIRN_READYZ_CHECK_MODELS" => {
                 self.readyz_check_models = parse(name, value, "true or false")?
@@ -113,6 +114,22 @@ impl Config {
                 self.engine.explore_repeats = parse(name, value, "true or false")?
             }
             "CAIRN_AUTH" => self.auth = parse(name, value, "auto, on or off")?,
+            _ => self.set_default_budget(name, value)?,
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    /// `CAIRN_DEFAULT_BUDGET_*`: one unit of the default budget each.
+    fn set_default_budget(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
+        let budget = &mut self.default_budget;
+        match name {
+            "CAIRN_DEFAULT_BUDGET_TOKENS" => budget.tokens = parse(name, value, "tokens")?,
+            "CAIRN_DEFAULT_BUDGET_TOOL_CALLS" => {
+                budget.tool_calls = parse(name, value, "a whole number")?
+            }
+            "CAIRN_DEFAULT_BUDGET_WALL_MS" => budget.wall_ms = parse(name, value, "milliseconds")?,
             _ => {}
         }
         Ok(())

@@ -83,6 +83,10 @@ pub struct Config {
     pub db_commit_writers: usize,
     /// The HTTP server's timeouts and connection, rate and stream limits (`[http]`).
     pub http: crate::http::HttpLimits,
+    /// The budget of a task submitted without one (`[default_budget]`, `CAIRN_DEFAULT_BUDGET_*`);
+    /// a submitted budget that leaves a unit out takes this one's.
+    #[serde(deserialize_with = "crate::domain::task::budget_over_default")]
+    pub default_budget: crate::domain::task::Budget,
     pub log_format: LogFormat,
     /// Tool registry file (TOML); none means no tools beyond the simulator's.
     pub tools_file: Option<PathBuf>,
@@ -98,6 +102,10 @@ pub struct Config {
     /// timeout) and answers 503 naming the purposes whose endpoint did not answer. Off by
     /// default; no effect when no model is configured (the simulator runs in-process).
     pub readyz_check_models: bool,
+    /// With no model configured, every answer and tool call of the built-in simulator takes this
+    /// long (`CAIRN_SIM_LATENCY_MS`, default 0): a demo where a task can be watched and
+    /// cancelled while it runs.
+    pub sim_latency_ms: u64,
     /// How long one model call may take before it is retried (`CAIRN_LLM_TIMEOUT_MS`). A local
     /// model on a CPU writes a plan in minutes, a hosted one in seconds.
     pub llm_timeout_ms: u64,
@@ -133,12 +141,14 @@ impl Default for Config {
             db_acquire_timeout_ms: 2_000,
             db_commit_writers: crate::store::postgres::DEFAULT_COMMIT_WRITERS,
             http: crate::http::HttpLimits::default(),
+            default_budget: crate::domain::task::Budget::DEFAULT,
             log_format: LogFormat::Text,
             tools_file: None,
             rollout_percent: 100,
             eval_report: None,
             test_minimal_engine: false,
             readyz_check_models: false,
+            sim_latency_ms: 0,
             llm_timeout_ms: 120_000,
             engine: crate::domain::settings::EngineSettings::default(),
             llm: BTreeMap::new(),
@@ -170,6 +180,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_EVAL_REPORT", "eval_report"),
     ("CAIRN_TEST_MINIMAL_ENGINE", "test_minimal_engine"),
     ("CAIRN_READYZ_CHECK_MODELS", "readyz_check_models"),
+    ("CAIRN_SIM_LATENCY_MS", "sim_latency_ms"),
     ("CAIRN_LLM_TIMEOUT_MS", "llm_timeout_ms"),
     ("CAIRN_ENGINE_RESERVE_FRAC", "engine.reserve_frac"),
     ("CAIRN_ENGINE_REPAIR_AT", "engine.pressure_frac"),
@@ -178,6 +189,12 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_DB_ACQUIRE_TIMEOUT_MS", "db_acquire_timeout_ms"),
     ("CAIRN_DB_COMMIT_WRITERS", "db_commit_writers"),
     ("CAIRN_AUTH", "auth"),
+    ("CAIRN_DEFAULT_BUDGET_TOKENS", "default_budget.tokens"),
+    (
+        "CAIRN_DEFAULT_BUDGET_TOOL_CALLS",
+        "default_budget.tool_calls",
+    ),
+    ("CAIRN_DEFAULT_BUDGET_WALL_MS", "default_budget.wall_ms"),
 ];
 
 pub use limits::HTTP_ENV_VARS;

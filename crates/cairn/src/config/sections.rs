@@ -14,6 +14,7 @@ impl Config {
             max_page_size: self.max_page_size,
             poll_interval_ms: self.poll_interval_ms,
             limits: self.http.clone(),
+            default_budget: self.default_budget,
         }
     }
 

@@ -7,6 +7,9 @@ use super::{Config, ConfigError, LlmEndpoint};
 /// a typo (a byte count, a timestamp) is refused rather than silently meaning "no cap".
 const MAX_RUNNING_PER_TENANT: u32 = 100_000;
 
+/// A simulated answer slower than this is a typo, not a demo.
+const MAX_SIM_LATENCY_MS: u64 = 60_000;
+
 fn invalid(name: &str, message: String) -> ConfigError {
     ConfigError::Invalid {
         name: name.to_string(),
@@ -22,6 +25,18 @@ impl Config {
         self.validate_limits()?;
         self.validate_http_limits()?;
         self.validate_database_url()?;
+        if let Err(errors) = self.default_budget.validate() {
+            return Err(invalid(
+                "default_budget (CAIRN_DEFAULT_BUDGET_*)",
+                errors.join("; ").replace("budget.", "default_budget."),
+            ));
+        }
+        if self.sim_latency_ms > MAX_SIM_LATENCY_MS {
+            return Err(invalid(
+                "sim_latency_ms (CAIRN_SIM_LATENCY_MS)",
+                format!("must be at most {MAX_SIM_LATENCY_MS} milliseconds"),
+            ));
+        }
         for (purpose, endpoint) in &self.llm {
             validate_llm_endpoint(purpose, endpoint)?;
         }

@@ -119,6 +119,65 @@ pub struct Budget {
     pub wall_ms: u64,
 }
 
+/// A budget as a submitter gives it: any unit left out (or `null`) is the operator's default
+/// budget's (`default_budget`, docs/configuration.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetRequest {
+    /// Model tokens (prompt + completion).
+    #[schema(minimum = 1, maximum = 1_000_000_000)]
+    #[serde(default, deserialize_with = "crate::domain::whole::optional")]
+    pub tokens: Option<u64>,
+    /// Tool invocations.
+    #[schema(minimum = 1, maximum = 1_000_000)]
+    #[serde(default, deserialize_with = "crate::domain::whole::optional")]
+    pub tool_calls: Option<u64>,
+    /// Wall-clock milliseconds.
+    #[schema(minimum = 1, maximum = 2_592_000_000_u64)]
+    #[serde(default, deserialize_with = "crate::domain::whole::optional")]
+    pub wall_ms: Option<u64>,
+}
+
+impl BudgetRequest {
+    /// The budget the task gets: the given units, `default`'s for the others.
+    pub fn over(self, default: Budget) -> Budget {
+        Budget {
+            tokens: self.tokens.unwrap_or(default.tokens),
+            tool_calls: self.tool_calls.unwrap_or(default.tool_calls),
+            wall_ms: self.wall_ms.unwrap_or(default.wall_ms),
+        }
+    }
+}
+
+/// `deserialize_with` for a configured budget: the units given, [`Budget::DEFAULT`]'s for the
+/// others.
+pub fn budget_over_default<'de, D>(deserializer: D) -> Result<Budget, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    BudgetRequest::deserialize(deserializer).map(|given| given.over(Budget::DEFAULT))
+}
+
+impl From<Budget> for BudgetRequest {
+    fn from(budget: Budget) -> Self {
+        Self {
+            tokens: Some(budget.tokens),
+            tool_calls: Some(budget.tool_calls),
+            wall_ms: Some(budget.wall_ms),
+        }
+    }
+}
+
+impl Budget {
+    /// The budget of a task submitted without one, unless the operator sets another: room for a
+    /// plan of a few milestones on a hosted model, and a quarter of an hour.
+    pub const DEFAULT: Budget = Budget {
+        tokens: 200_000,
+        tool_calls: 50,
+        wall_ms: 900_000,
+    };
+}
+
 /// Upper bounds that separate a generous budget from a typo.
 pub const MAX_TOKENS: u64 = 1_000_000_000;
 pub const MAX_TOOL_CALLS: u64 = 1_000_000;

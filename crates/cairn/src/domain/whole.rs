@@ -23,6 +23,24 @@ where
     })
 }
 
+/// [`unsigned`] for an optional field: absent (with `#[serde(default)]`) or `null` is `None`.
+pub fn optional<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: TryFrom<u64>,
+{
+    struct Whole<T>(T);
+
+    impl<'de, T: TryFrom<u64>> serde::Deserialize<'de> for Whole<T> {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            unsigned(deserializer).map(Whole)
+        }
+    }
+
+    let value: Option<Whole<T>> = serde::Deserialize::deserialize(deserializer)?;
+    Ok(value.map(|Whole(value)| value))
+}
+
 struct WholeVisitor;
 
 /// 2^64: floats at or above it do not fit a `u64`.
@@ -66,6 +84,22 @@ mod tests {
 
     fn parse(json: &str) -> Result<u32, serde_json::Error> {
         serde_json::from_str::<Count>(json).map(|count| count.n)
+    }
+
+    #[derive(Debug, Deserialize)]
+    struct Maybe {
+        #[serde(default, deserialize_with = "super::optional")]
+        n: Option<u32>,
+    }
+
+    #[test]
+    fn an_optional_whole_number_may_be_absent_or_null() {
+        let parse = |json: &str| serde_json::from_str::<Maybe>(json).map(|m| m.n);
+        assert_eq!(parse("{}").expect("absent"), None);
+        assert_eq!(parse(r#"{"n": null}"#).expect("null"), None);
+        assert_eq!(parse(r#"{"n": 7.0}"#).expect("float"), Some(7));
+        assert!(parse(r#"{"n": -1}"#).is_err());
+        assert!(parse(r#"{"n": "7"}"#).is_err());
     }
 
     #[test]

@@ -70,13 +70,30 @@ where
     deserializer.deserialize_map(ObjectVisitor(PhantomData))
 }
 
+/// `deserialize_with` for an optional struct-typed field that must be a JSON object when given:
+/// absent (with `#[serde(default)]`) or `null` is `None`.
+pub fn optional_object<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    let value: Option<Object<T>> = Deserialize::deserialize(deserializer)?;
+    Ok(value.map(|Object(value)| value))
+}
+
 fn json_rejection(rejection: JsonRejection) -> ApiError {
     match rejection {
         JsonRejection::JsonSyntaxError(error) => {
-            ApiError::InvalidJson(format!("the body is not valid JSON: {}", error.body_text()))
+            let text = error.body_text();
+            let text = text
+                .strip_prefix("Failed to parse the request body as JSON: ")
+                .unwrap_or(&text);
+            ApiError::InvalidJson(format!("the body is not valid JSON: {text}"))
         }
-        // Wrong types, unknown fields and missing fields: serde's message names the field.
-        JsonRejection::JsonDataError(error) => ApiError::validation(error.body_text()),
+        // Wrong types, unknown fields and missing fields: the field's path and what is wrong.
+        JsonRejection::JsonDataError(error) => {
+            ApiError::validation(crate::http::plain::data_error(&error.body_text()))
+        }
         JsonRejection::MissingJsonContentType(_) => ApiError::UnsupportedMediaType(
             "the body must be JSON, sent with `Content-Type: application/json`".into(),
         ),

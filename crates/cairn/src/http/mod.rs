@@ -30,6 +30,7 @@ pub mod idempotency;
 pub mod ledger;
 pub mod limits;
 pub mod limits_doc;
+pub mod plain;
 pub mod plan_diff;
 pub mod plans;
 pub mod rollout;

@@ -24,6 +24,8 @@ pub struct HttpSettings {
     pub poll_interval_ms: u64,
     /// Timeouts, connection, rate and stream limits (`[http]`).
     pub limits: super::limits::HttpLimits,
+    /// The budget of a task submitted without one, unit by unit (`default_budget`).
+    pub default_budget: crate::domain::task::Budget,
 }
 
 impl Default for HttpSettings {
@@ -34,6 +36,7 @@ impl Default for HttpSettings {
             max_page_size: 100,
             poll_interval_ms: 1_000,
             limits: super::limits::HttpLimits::default(),
+            default_budget: crate::domain::task::Budget::DEFAULT,
         }
     }
 }

@@ -8,13 +8,8 @@
 use serde_json::{Value, json};
 
 use super::scenario::{SimTool, ToolRule};
+use crate::domain::gate::{goal_targets, heuristic_features};
 use crate::llm::Purpose;
-
-/// Words that mark a goal as touching the world; the gate then plans.
-const WRITE_WORDS: &[&str] = &[
-    "deploy", "delete", "remove", "send", "pay", "write", "rename", "create", "update", "patch",
-    "change", "edit", "fix", "migrate", "install",
-];
 
 /// The milestone id the direct act loop uses.
 pub const DIRECT: &str = "direct";
@@ -84,7 +79,8 @@ fn rule(output: Value, artifacts: Value) -> ToolRule {
     }
 }
 
-/// What the request is about: the first user message (the goal, by the engine's prompts).
+/// What the request is about: the `goal` of the first user message (the engine sends its input
+/// as compact JSON), else that message's text.
 pub fn goal_of(messages: &[Value]) -> String {
     let text = messages
         .iter()
@@ -93,27 +89,85 @@ pub fn goal_of(messages: &[Value]) -> String {
         .and_then(|m| m.get("content"))
         .and_then(Value::as_str)
         .unwrap_or("the goal");
-    text.chars().take(200).collect()
+    let goal = serde_json::from_str::<Value>(text)
+        .ok()
+        .and_then(|input| {
+            input
+                .get("goal")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| text.to_string());
+    goal.chars().take(200).collect()
 }
 
-/// The generic answer for a purpose.
-pub fn reply(purpose: Purpose, milestone: Option<&str>, attempt: u32, goal: &str) -> Value {
-    match purpose {
-        Purpose::Gate => gate(goal),
-        Purpose::Strategic => plan(),
-        Purpose::Tactical => match milestone {
-            Some(DIRECT) | None if attempt <= 1 => steps("direct.s1", "lookup", lookup(goal)),
-            Some(DIRECT) | None => json!({
-                "done": true,
-                "answer": format!("simulated answer about: {goal}")
-            }),
-            Some("m2") => steps(
-                "m2.s1",
-                "write_note",
-                json!({"title": "summary", "text": format!("simulated summary of: {goal}")}),
-            ),
-            Some(other) => steps(&format!("{other}.s1"), "lookup", lookup(goal)),
-        },
+/// The tools the answer's schema lets it name: a plan's `tools` enum, a step's `tool` const.
+/// Empty when the request carries no schema naming tools.
+pub fn offered_tools(request: &Value) -> Vec<String> {
+    let mut names = Vec::new();
+    if let Some(schema) = request.pointer("/response_format/json_schema/schema") {
+        collect_tools(schema, &mut names);
+    }
+    names
+}
+
+fn collect_tools(schema: &Value, names: &mut Vec<String>) {
+    let mut add = |name: &str| {
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+    };
+    match schema {
+        Value::Object(map) => {
+            if let Some(name) = map
+                .get("tool")
+                .and_then(|t| t.get("const"))
+                .and_then(Value::as_str)
+            {
+                add(name);
+            }
+            let listed = map
+                .get("tools")
+                .and_then(|t| t.pointer("/items/enum"))
+                .and_then(Value::as_array);
+            for name in listed.into_iter().flatten().filter_map(Value::as_str) {
+                add(name);
+            }
+            for value in map.values() {
+                collect_tools(value, names);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| collect_tools(item, names)),
+        _ => {}
+    }
+}
+
+/// One request as the generic mode sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Asked<'a> {
+    pub purpose: Purpose,
+    /// The milestone (`X-Cairn-Milestone`), `direct` for the act loop.
+    pub milestone: Option<&'a str>,
+    pub attempt: u32,
+    pub goal: &'a str,
+    /// What the answer's schema allows ([`offered_tools`]); empty when unknown.
+    pub offered: &'a [String],
+}
+
+impl Asked<'_> {
+    /// Whether the answer may name `tool`: when the schema names no tool at all, it is unknown
+    /// and the fixed shapes are answered.
+    fn offers(&self, tool: &str) -> bool {
+        self.offered.is_empty() || self.offered.iter().any(|t| t == tool)
+    }
+}
+
+/// The generic answer: a plan within the tools offered, one step per target the goal names.
+pub fn reply(asked: &Asked<'_>) -> Value {
+    match asked.purpose {
+        Purpose::Gate => gate(asked.goal),
+        Purpose::Strategic => plan_within(asked),
+        Purpose::Tactical => tactical(asked),
         Purpose::Verifier => json!({
             "verdict": "pass",
             "reason": "simulated verifier: no real check was made"
@@ -121,61 +175,247 @@ pub fn reply(purpose: Purpose, milestone: Option<&str>, attempt: u32, goal: &str
     }
 }
 
-fn lookup(goal: &str) -> Value {
-    let query = if goal.trim().is_empty() {
-        "the goal"
-    } else {
-        goal
+fn tactical(asked: &Asked<'_>) -> Value {
+    let milestone = asked.milestone.unwrap_or(DIRECT);
+    if milestone == DIRECT {
+        if asked.attempt > 1 {
+            return json!({"done": true, "answer": format!("simulated answer about: {}", asked.goal)});
+        }
+        // The act loop takes at most three calls a round.
+        return steps(milestone, lookups(asked.goal, 3));
+    }
+    // A milestone granted the write tool alone writes; the fixed plan's second milestone writes
+    // when the schema does not say what was granted.
+    let writes = match asked.offered.is_empty() {
+        true => milestone == "m2",
+        false => !asked.offers(LOOKUP) && asked.offers(WRITE),
     };
-    json!({ "query": query })
+    match writes {
+        true => steps(milestone, writes_for(asked.goal)),
+        false => steps(milestone, lookups(asked.goal, MAX_STEPS)),
+    }
 }
 
-fn steps(id: &str, tool: &str, args: Value) -> Value {
-    json!({"steps": [{"id": id, "tool": tool, "args": args, "expected_output": "a simulated result"}]})
+const LOOKUP: &str = "lookup";
+const WRITE: &str = "write_note";
+/// A tactical step list holds at most this many steps.
+const MAX_STEPS: usize = 12;
+
+/// One lookup per named target (its name is the query, so the goal verifier sees it touched),
+/// or one of the whole goal when it names none.
+fn lookups(goal: &str, at_most: usize) -> Vec<(&'static str, Value)> {
+    let targets = goal_targets(goal);
+    if targets.is_empty() {
+        let query = if goal.trim().is_empty() {
+            "the goal"
+        } else {
+            goal
+        };
+        return vec![(LOOKUP, json!({ "query": query }))];
+    }
+    targets
+        .into_iter()
+        .take(at_most)
+        .map(|target| (LOOKUP, json!({ "query": target })))
+        .collect()
 }
 
+/// One note per named target, titled by it, or one summary note.
+fn writes_for(goal: &str) -> Vec<(&'static str, Value)> {
+    let targets = goal_targets(goal);
+    if targets.is_empty() {
+        let text = format!("simulated summary of: {goal}");
+        return vec![(WRITE, json!({"title": "summary", "text": text}))];
+    }
+    targets
+        .into_iter()
+        .take(MAX_STEPS)
+        .map(|target| {
+            let text = format!("simulated change for {target}: {goal}");
+            (WRITE, json!({"title": target, "text": text}))
+        })
+        .collect()
+}
+
+fn steps(milestone: &str, calls: Vec<(&'static str, Value)>) -> Value {
+    let steps: Vec<Value> = calls
+        .into_iter()
+        .enumerate()
+        .map(|(index, (tool, args))| {
+            json!({"id": format!("{milestone}.s{}", index + 1), "tool": tool, "args": args,
+                   "expected_output": "a simulated result"})
+        })
+        .collect();
+    json!({ "steps": steps })
+}
+
+/// The gate's features, from the same reading of the goal the engine's heuristic makes.
 fn gate(goal: &str) -> Value {
-    let lower = goal.to_lowercase();
-    let writes = WRITE_WORDS.iter().any(|word| lower.contains(word));
+    let features = heuristic_features(goal, &[WRITE]);
     json!({
-        "est_tool_calls": if writes { 3 } else { 1 },
-        "touches_writes": writes,
-        "targets": 1,
-        "goal_kind": if writes { "change" } else { "lookup" }
+        "est_tool_calls": features.est_tool_calls.max(1),
+        "touches_writes": features.touches_writes,
+        "targets": features.targets,
+        "goal_kind": features.goal_kind
     })
 }
 
-/// The generic plan: gather with `lookup`, then record with `write_note`.
+/// A plan within what the strategic schema offers: gather with `lookup` when offered, then
+/// record with `write_note` when the engine offers it (it withholds a write tool from a goal
+/// that only reads). The fixed two-milestone plan when the schema names neither.
+fn plan_within(asked: &Asked<'_>) -> Value {
+    if asked.offered.is_empty() || (!asked.offers(LOOKUP) && !asked.offers(WRITE)) {
+        return plan();
+    }
+    let mut milestones = Vec::new();
+    if asked.offers(LOOKUP) {
+        milestones.push(gather("m1"));
+    }
+    if asked.offers(WRITE) {
+        let after: Vec<&str> = milestones.iter().filter_map(|m| m["id"].as_str()).collect();
+        let id = format!("m{}", milestones.len() + 1);
+        milestones.push(record(&id, &after));
+    }
+    json!({ "milestones": milestones })
+}
+
+fn gather(id: &str) -> Value {
+    json!({"id": id, "title": "Gather what the goal needs", "depends_on": [], "effort": 1,
+           "tools": [LOOKUP], "outcome": "findings about the goal",
+           "accept": {"type": "artifact", "name": "findings", "non_empty": true}})
+}
+
+fn record(id: &str, after: &[&str]) -> Value {
+    json!({"id": id, "title": "Write up the result", "depends_on": after, "effort": 1,
+           "tools": [WRITE], "outcome": "a note summarising the findings",
+           "accept": {"type": "artifact", "name": "note", "non_empty": true}})
+}
+
+/// The fixed plan: gather with `lookup`, then record with `write_note`.
 pub fn plan() -> Value {
-    json!({"milestones": [
-        {"id": "m1", "title": "Gather what the goal needs", "depends_on": [], "effort": 1,
-         "tools": ["lookup"], "outcome": "findings about the goal",
-         "accept": {"type": "artifact", "name": "findings", "non_empty": true}},
-        {"id": "m2", "title": "Write up the result", "depends_on": ["m1"], "effort": 1,
-         "tools": ["write_note"], "outcome": "a note summarising the findings",
-         "accept": {"type": "artifact", "name": "note", "non_empty": true}}
-    ]})
+    json!({"milestones": [gather("m1"), record("m2", &["m1"])]})
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn ask<'a>(
+        purpose: Purpose,
+        milestone: Option<&'a str>,
+        goal: &'a str,
+        offered: &'a [String],
+    ) -> Asked<'a> {
+        Asked {
+            purpose,
+            milestone,
+            attempt: 1,
+            goal,
+            offered,
+        }
+    }
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|n| n.to_string()).collect()
+    }
+
     #[test]
-    fn the_gate_sees_writes_and_the_direct_loop_ends() {
-        assert_eq!(
-            reply(Purpose::Gate, None, 1, "Deploy the app")["touches_writes"],
-            true
-        );
-        assert_eq!(
-            reply(Purpose::Gate, None, 1, "What time is it?")["touches_writes"],
-            false
-        );
-        let first = reply(Purpose::Tactical, Some(DIRECT), 1, "q");
+    fn the_gate_sees_writes_and_targets_and_the_direct_loop_ends() {
+        let gate = reply(&ask(
+            Purpose::Gate,
+            None,
+            "Deploy the app to hosts A and B",
+            &[],
+        ));
+        assert_eq!(gate["touches_writes"], true);
+        assert_eq!(gate["targets"], 2);
+        let gate = reply(&ask(Purpose::Gate, None, "What time is it?", &[]));
+        assert_eq!(gate["touches_writes"], false);
+        let first = reply(&ask(Purpose::Tactical, Some(DIRECT), "q", &[]));
         assert_eq!(first["steps"][0]["tool"], "lookup");
-        let second = reply(Purpose::Tactical, Some(DIRECT), 2, "q");
+        let second = reply(&Asked {
+            attempt: 2,
+            ..ask(Purpose::Tactical, Some(DIRECT), "q", &[])
+        });
         assert_eq!(second["done"], true);
-        let plan = plan();
-        assert_eq!(plan["milestones"].as_array().map(Vec::len), Some(2));
+        assert_eq!(plan()["milestones"].as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn a_plan_names_only_the_tools_offered() {
+        let read_only = names(&["lookup"]);
+        let plan = reply(&ask(
+            Purpose::Strategic,
+            None,
+            "Look up who owns service A",
+            &read_only,
+        ));
+        assert_eq!(
+            plan["milestones"].as_array().map(Vec::len),
+            Some(1),
+            "{plan}"
+        );
+        assert_eq!(plan["milestones"][0]["tools"], json!(["lookup"]));
+        let both = names(&["lookup", "write_note"]);
+        let plan = reply(&ask(
+            Purpose::Strategic,
+            None,
+            "Rename x in services A and B",
+            &both,
+        ));
+        assert_eq!(plan["milestones"][1]["tools"], json!(["write_note"]));
+        assert_eq!(plan["milestones"][1]["depends_on"], json!(["m1"]));
+        let write_only = names(&["write_note"]);
+        let plan = reply(&ask(Purpose::Strategic, None, "Write a note", &write_only));
+        assert_eq!(plan["milestones"][0]["id"], "m1");
+        assert_eq!(plan["milestones"][0]["depends_on"], json!([]));
+    }
+
+    #[test]
+    fn steps_act_on_every_target_the_goal_names() {
+        let goal = "Rename config key db.url to db.dsn in services A, B and C";
+        let granted = names(&["lookup"]);
+        let found = reply(&ask(Purpose::Tactical, Some("m1"), goal, &granted));
+        let queries: Vec<&Value> = found["steps"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| &s["args"]["query"])
+            .collect();
+        assert_eq!(queries, [&json!("A"), &json!("B"), &json!("C")]);
+        let granted = names(&["write_note"]);
+        let written = reply(&ask(Purpose::Tactical, Some("m2"), goal, &granted));
+        assert_eq!(written["steps"][2]["args"]["title"], "C");
+        assert_eq!(written["steps"][2]["id"], "m2.s3");
+        let none = reply(&ask(
+            Purpose::Tactical,
+            Some("m1"),
+            "Summarise the week",
+            &[],
+        ));
+        assert_eq!(none["steps"][0]["args"]["query"], "Summarise the week");
+    }
+
+    #[test]
+    fn the_goal_and_the_offered_tools_are_read_from_the_request() {
+        let messages = vec![
+            json!({"role": "system", "content": "plan"}),
+            json!({"role": "user", "content": "{\"goal\":\"Restart service A\",\"tools\":[]}"}),
+        ];
+        assert_eq!(goal_of(&messages), "Restart service A");
+        assert_eq!(
+            goal_of(&[json!({"role": "user", "content": "plain words"})]),
+            "plain words"
+        );
+        let request = json!({"response_format": {"json_schema": {"schema": {
+        "properties": {"steps": {"items": {"oneOf": [
+            {"properties": {"tool": {"const": "lookup"}}},
+            {"properties": {"tool": {"const": "write_note"}}}
+        ]}}}}}}});
+        assert_eq!(offered_tools(&request), names(&["lookup", "write_note"]));
+        let plan = json!({"response_format": {"json_schema": {"schema": {"properties": {
+            "milestones": {"items": {"properties": {"tools": {"items": {"enum": ["lookup"]}}}}}}}}}});
+        assert_eq!(offered_tools(&plan), names(&["lookup"]));
+        assert!(offered_tools(&json!({"messages": []})).is_empty());
     }
 }

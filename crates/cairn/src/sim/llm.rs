@@ -149,7 +149,7 @@ pub async fn chat(
         return response;
     }
     let reply = chosen.map(|(_, reply)| reply);
-    let content = content(reply, &asked, messages, fault);
+    let content = content(reply, &asked, &request, fault);
     let usage = usage(reply, messages, &content);
     let answer = completion(&state, content, usage);
     if fault.is_some_and(|f| f.kind == FaultKind::TruncatedBody) {
@@ -163,10 +163,16 @@ pub async fn chat(
 fn content(
     reply: Option<&Reply>,
     asked: &RequestHeaders<'_>,
-    messages: &[Value],
+    request: &Value,
     fault: Option<&Fault>,
 ) -> String {
+    let messages = request
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
     let goal = generic::goal_of(messages);
+    let offered = generic::offered_tools(request);
     let mut content = match (
         reply.and_then(|r| r.json.as_ref()),
         reply.and_then(|r| r.content.as_ref()),
@@ -174,10 +180,14 @@ fn content(
         (Some(json), _) => json.to_string(),
         (None, Some(text)) => text.clone(),
         (None, None) => match asked.purpose {
-            Some(purpose) => {
-                generic::reply(purpose, asked.milestone.as_deref(), asked.attempt, &goal)
-                    .to_string()
-            }
+            Some(purpose) => generic::reply(&generic::Asked {
+                purpose,
+                milestone: asked.milestone.as_deref(),
+                attempt: asked.attempt,
+                goal: &goal,
+                offered: &offered,
+            })
+            .to_string(),
             None => format!("cairn-sim: a simulated reply about: {goal}"),
         },
     };

@@ -62,7 +62,11 @@ impl Clients {
                 simulated_model: false,
             });
         }
-        let sim = SimServer::spawn(Scenario::generic(), SocketAddr::from(([127, 0, 0, 1], 0)))?;
+        let scenario = Scenario {
+            latency_ms: config.sim_latency_ms,
+            ..Scenario::generic()
+        };
+        let sim = SimServer::spawn(scenario, SocketAddr::from(([127, 0, 0, 1], 0)))?;
         tracing::warn!(
             base_url = %sim.base_url(),
             "no model configured: using the built-in simulator; every answer is simulated"

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::domain::task::{Budget, NewTask, Strategy, Task, TaskStatus};
+use crate::domain::task::{Budget, BudgetRequest, NewTask, Strategy, Task, TaskStatus};
 use crate::http::AppState;
 use crate::http::auth::Principal;
 use crate::http::doc_schemas::{Metadata, StoreFailure};
@@ -63,9 +63,10 @@ pub struct CreateTaskRequest {
         pattern = r"^[^\x00]*[^\x00-\x20\x7F-\xA0\u00AD\u1680\u180E\u2000-\u200D\u2028\u2029\u202F\u205F\u2060\u3000\uFEFF][^\x00]*$"
     )]
     pub goal: String,
-    /// The total budget; every unit positive and below its bound.
-    #[serde(deserialize_with = "crate::http::extract::object")]
-    pub budget: Budget,
+    /// The total budget; every unit given positive and below its bound. A unit left out, or
+    /// the whole budget, is the server's default budget's (`default_budget`).
+    #[serde(default, deserialize_with = "crate::http::extract::optional_object")]
+    pub budget: Option<BudgetRequest>,
     /// How to run the task; `auto` (the default) lets the gate decide.
     #[serde(default)]
     pub strategy: Option<Strategy>,
@@ -100,7 +101,9 @@ impl CreateTaskRequest {
         if self.goal.contains('\0') {
             errors.push("goal must not contain NUL characters".to_string());
         }
-        if let Err(budget_errors) = self.budget.validate() {
+        // The default never fails validation, so only the units given can.
+        let given = self.budget.unwrap_or_default().over(Budget::DEFAULT);
+        if let Err(budget_errors) = given.validate() {
             errors.extend(budget_errors);
         }
         if let Some(metadata) = &self.metadata {
@@ -132,12 +135,18 @@ impl CreateTaskRequest {
         }
     }
 
-    /// The request with defaults filled in: what the idempotency hash is computed over, so that
-    /// an omitted `strategy` and an explicit `"auto"` are the same request.
-    fn canonical(&self) -> Value {
+    /// The budget the task gets: the units given, `default`'s for the rest.
+    pub fn budget_over(&self, default: Budget) -> Budget {
+        self.budget.unwrap_or_default().over(default)
+    }
+
+    /// The request with defaults filled in (`budget` is [`Self::budget_over`] the default): what
+    /// the idempotency hash is computed over, so that an omitted `strategy` and an explicit
+    /// `"auto"`, or an omitted budget and the default one spelled out, are the same request.
+    fn canonical(&self, budget: Budget) -> Value {
         let mut canonical = json!({
             "goal": self.goal,
-            "budget": self.budget,
+            "budget": budget,
             "strategy": self.strategy.unwrap_or_default(),
             "metadata": self.metadata.clone().unwrap_or_else(|| json!({})),
         });
@@ -192,16 +201,17 @@ pub async fn create_task(
     let key = idempotency::key_from_headers(&headers)?;
     request.validate()?;
     request.check_tools(&state.tools)?;
+    let budget = request.budget_over(state.settings.default_budget);
     let idempotency = key.map(|key| IdempotencyClaim {
         key,
-        request_hash: idempotency::canonical_hash(&request.canonical()),
+        request_hash: idempotency::canonical_hash(&request.canonical(budget)),
     });
     let new = NewTask {
         id: uuid::Uuid::now_v7(),
         tenant_id: principal.tenant.clone(),
         goal: request.goal,
         strategy: request.strategy.unwrap_or_default(),
-        budget: request.budget,
+        budget,
         metadata: request.metadata.unwrap_or_else(|| json!({})),
         tools: request.tools,
     };

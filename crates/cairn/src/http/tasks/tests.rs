@@ -6,11 +6,11 @@ fn request(goal: &str) -> CreateTaskRequest {
     CreateTaskRequest {
         tools: None,
         goal: goal.into(),
-        budget: Budget {
+        budget: Some(BudgetRequest::from(Budget {
             tokens: 1000,
             tool_calls: 10,
             wall_ms: 60_000,
-        },
+        })),
         strategy: None,
         metadata: None,
     }
@@ -41,7 +41,10 @@ fn blank_long_or_nul_goals_are_refused() {
 #[test]
 fn every_problem_is_listed() {
     let mut bad = request("");
-    bad.budget.tokens = 0;
+    bad.budget = Some(BudgetRequest {
+        tokens: Some(0),
+        ..BudgetRequest::default()
+    });
     bad.metadata = Some(json!([1, 2]));
     let Err(ApiError::Validation { errors, .. }) = bad.validate() else {
         panic!("expected a validation error");
@@ -72,12 +75,39 @@ fn omitted_defaults_hash_like_explicit_ones() {
     explicit.strategy = Some(Strategy::Auto);
     explicit.metadata = Some(json!({}));
     assert_eq!(
-        idempotency::canonical_hash(&implicit.canonical()),
-        idempotency::canonical_hash(&explicit.canonical())
+        idempotency::canonical_hash(&implicit.canonical(Budget::DEFAULT)),
+        idempotency::canonical_hash(&explicit.canonical(Budget::DEFAULT))
     );
     explicit.strategy = Some(Strategy::Direct);
     assert_ne!(
-        idempotency::canonical_hash(&implicit.canonical()),
-        idempotency::canonical_hash(&explicit.canonical())
+        idempotency::canonical_hash(&implicit.canonical(Budget::DEFAULT)),
+        idempotency::canonical_hash(&explicit.canonical(Budget::DEFAULT))
+    );
+}
+
+#[test]
+fn an_omitted_budget_or_unit_is_the_default_one() {
+    let mut omitted = request("g");
+    omitted.budget = None;
+    assert!(omitted.validate().is_ok());
+    assert_eq!(omitted.budget_over(Budget::DEFAULT), Budget::DEFAULT);
+    let mut partial = request("g");
+    partial.budget = Some(BudgetRequest {
+        tokens: Some(5_000),
+        ..BudgetRequest::default()
+    });
+    assert_eq!(
+        partial.budget_over(Budget::DEFAULT),
+        Budget {
+            tokens: 5_000,
+            ..Budget::DEFAULT
+        }
+    );
+    // Omitted and the default spelled out are the same request.
+    let mut explicit = request("g");
+    explicit.budget = Some(BudgetRequest::from(Budget::DEFAULT));
+    assert_eq!(
+        idempotency::canonical_hash(&omitted.canonical(omitted.budget_over(Budget::DEFAULT))),
+        idempotency::canonical_hash(&explicit.canonical(explicit.budget_over(Budget::DEFAULT)))
     );
 }
