@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 use cairn::config::{Config, LogFormat};
 use cairn::store::keys::{self, ApiKey};
 
+mod client;
 mod eval;
 
 /// jemalloc, whose background threads (switched on first thing in `main`) return freed memory
@@ -68,6 +69,13 @@ enum Command {
     ///
     /// `cairn eval calls OUT --task ID` prints one run of a live evaluation call by call.
     Eval(eval::EvalCommand),
+    /// Submit a goal to a running server (`CAIRN_URL`); with --follow, show its progress until
+    /// it ends. See docs/cli.md.
+    Submit(client::SubmitArgs),
+    /// List, show, follow and cancel a server's tasks.
+    Tasks(client::TasksArgs),
+    /// List the tools a server has registered.
+    Tools(client::ToolsArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -114,6 +122,9 @@ fn main() -> ExitCode {
         }),
         Command::Sim { scenario, port } => run_sim(scenario, port),
         Command::Keys { config, action } => run_keys(config, action),
+        Command::Submit(args) => client::submit(args),
+        Command::Tasks(args) => client::tasks(args),
+        Command::Tools(args) => client::tools(args),
     }
 }
 

@@ -1,0 +1,115 @@
+//! The plain answers of the one-shot commands: a task, a page of tasks, the tools. With
+//! `--json` the server's JSON is printed instead, on one line.
+
+use serde_json::Value;
+
+use super::render::{clip, result_line, say, text};
+
+/// The server's answer as one line of JSON.
+pub fn json(value: &Value) {
+    say(&value.to_string());
+}
+
+/// `tasks show`: one field a line, then the result once the task has ended.
+pub fn task(task: &Value) {
+    for line in task_lines(task) {
+        say(&line);
+    }
+}
+
+pub fn task_lines(task: &Value) -> Vec<String> {
+    let budget = task.get("budget").cloned().unwrap_or(Value::Null);
+    let mut lines = vec![
+        format!("id        {}", text(task, "id")),
+        format!("status    {}", text(task, "status")),
+        format!("strategy  {}", text(task, "strategy")),
+        format!("goal      {}", clip(&text(task, "goal"))),
+        format!(
+            "budget    tokens {}, tool_calls {}, wall_ms {}",
+            text(&budget, "tokens"),
+            text(&budget, "tool_calls"),
+            text(&budget, "wall_ms")
+        ),
+        format!("created   {}", text(task, "created_at")),
+    ];
+    let plan = text(task, "plan_version");
+    if !plan.is_empty() {
+        lines.push(format!("plan      version {plan}"));
+    }
+    if let Some(Value::Array(tools)) = task.get("tools") {
+        let names: Vec<&str> = tools.iter().filter_map(Value::as_str).collect();
+        lines.push(format!("tools     {}", names.join(", ")));
+    }
+    let finished = text(task, "finished_at");
+    if !finished.is_empty() {
+        lines.push(format!("finished  {finished}"));
+        lines.push(result_line(&text(task, "status"), Some(task)));
+    }
+    lines
+}
+
+/// `tasks list`: a header, then one task a line, tab-separated.
+pub fn task_page(page: &Value) {
+    say("ID\tSTATUS\tSTRATEGY\tCREATED\tGOAL");
+    let items = page
+        .get("items")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for task in &items {
+        say(&format!(
+            "{}\t{}\t{}\t{}\t{}",
+            text(task, "id"),
+            text(task, "status"),
+            text(task, "strategy"),
+            text(task, "created_at"),
+            clip(&text(task, "goal"))
+        ));
+    }
+    if let Some(cursor) = page.get("next_cursor").and_then(Value::as_str) {
+        eprintln!("cairn: more tasks follow (cursor {cursor}); raise --limit to see more");
+    }
+}
+
+/// `tools`: name, whether it has side effects, description.
+pub fn tools(list: &Value) {
+    say("NAME\tSIDE_EFFECTS\tDESCRIPTION");
+    let items = list
+        .get("items")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for tool in &items {
+        let writes = match tool.get("side_effects").and_then(Value::as_bool) {
+            Some(true) => "yes",
+            _ => "no",
+        };
+        say(&format!(
+            "{}\t{writes}\t{}",
+            text(tool, "name"),
+            clip(&text(tool, "description"))
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_ended_task_shows_its_result() {
+        let task = json!({"id": "t1", "status": "failed", "strategy": "v2", "goal": "g",
+            "budget": {"tokens": 5, "tool_calls": 1, "wall_ms": 9},
+            "created_at": "c", "finished_at": "f", "plan_version": 2,
+            "result": {"verified": false, "reason": "check failed"}});
+        let lines = task_lines(&task);
+        assert!(lines.contains(&"budget    tokens 5, tool_calls 1, wall_ms 9".to_string()));
+        assert!(lines.contains(&"plan      version 2".to_string()));
+        assert_eq!(
+            lines.last().unwrap(),
+            "result: failed, verified: no, reason: check failed"
+        );
+    }
+}
