@@ -9,7 +9,7 @@ fn tokens(n: u64) -> PerUnit<u64> {
     }
 }
 
-fn seed_totals() -> PerUnit<u64> {
+fn example_totals() -> PerUnit<u64> {
     PerUnit {
         tokens: 200_000,
         tool_calls: 100,
@@ -17,7 +17,7 @@ fn seed_totals() -> PerUnit<u64> {
     }
 }
 
-fn seed_shares() -> Vec<(String, u32)> {
+fn example_shares() -> Vec<(String, u32)> {
     [("m1", 1), ("m2", 2), ("m3", 2), ("m4", 2)]
         .iter()
         .map(|(id, e)| (id.to_string(), *e))
@@ -34,21 +34,25 @@ fn pre_plan(amount: u64) -> Vec<LedgerMovement> {
 }
 
 #[test]
-fn pre_plan_spend_is_drawn_from_the_reserve_after_the_seed_allocation() {
+fn pre_plan_spend_is_drawn_from_the_reserve_after_the_example_allocation() {
     // The worked example's gate (300) and strategic call (1,500) come before the plan.
     let history = pre_plan(1_800);
     let (ledger, allocation) = Ledger::open(
-        seed_totals(),
+        example_totals(),
         &history,
-        &seed_shares(),
+        &example_shares(),
         &LedgerPolicy::default(),
     )
     .unwrap();
-    let (seed, seed_allocation) =
-        Ledger::allocate(seed_totals(), &seed_shares(), &LedgerPolicy::default()).unwrap();
+    let (example, example_allocation) = Ledger::allocate(
+        example_totals(),
+        &example_shares(),
+        &LedgerPolicy::default(),
+    )
+    .unwrap();
     assert_eq!(
-        allocation, seed_allocation,
-        "the seed's allocation, to the token"
+        allocation, example_allocation,
+        "the worked example's allocation, to the token"
     );
     let book = ledger.book(Unit::Tokens);
     assert_eq!(book.reserve, 40_000 - 1_800);
@@ -58,13 +62,13 @@ fn pre_plan_spend_is_drawn_from_the_reserve_after_the_seed_allocation() {
     for m in ["m1", "m2", "m3", "m4"] {
         assert_eq!(
             ledger.account(m, Unit::Tokens),
-            seed.account(m, Unit::Tokens)
+            example.account(m, Unit::Tokens)
         );
     }
     // Replaying the stored entries in their order (pre-plan charges first) gives the same books.
     let mut entries = history.clone();
     entries.extend(allocation);
-    assert_eq!(Ledger::replay(seed_totals(), &entries).unwrap(), ledger);
+    assert_eq!(Ledger::replay(example_totals(), &entries).unwrap(), ledger);
     // m1 spends 9,000 and returns 13,857: the reserve is 52,057 (53,857 less the 1,800).
     let mut ledger = ledger;
     ledger.charge("m1", tokens(9_000)).unwrap();
@@ -75,9 +79,9 @@ fn pre_plan_spend_is_drawn_from_the_reserve_after_the_seed_allocation() {
 #[test]
 fn pre_plan_spend_beyond_the_reserve_share_is_allocated_before_the_split() {
     let (ledger, allocation) = Ledger::open(
-        seed_totals(),
+        example_totals(),
         &pre_plan(50_000),
-        &seed_shares(),
+        &example_shares(),
         &LedgerPolicy::default(),
     )
     .unwrap();
@@ -101,9 +105,9 @@ fn pre_plan_spend_beyond_the_reserve_share_is_allocated_before_the_split() {
 #[test]
 fn pre_plan_spend_beyond_the_budget_is_uncovered() {
     let (ledger, _) = Ledger::open(
-        seed_totals(),
+        example_totals(),
         &pre_plan(250_000),
-        &seed_shares(),
+        &example_shares(),
         &LedgerPolicy::default(),
     )
     .unwrap();
@@ -118,9 +122,9 @@ fn pre_plan_spend_beyond_the_budget_is_uncovered() {
     };
     assert!(
         Ledger::open(
-            seed_totals(),
+            example_totals(),
             &[grant],
-            &seed_shares(),
+            &example_shares(),
             &LedgerPolicy::default()
         )
         .is_err()
@@ -130,9 +134,9 @@ fn pre_plan_spend_beyond_the_budget_is_uncovered() {
 #[test]
 fn spend_is_everything_charged_dropped_milestones_included() {
     let (mut ledger, _) = Ledger::open(
-        seed_totals(),
+        example_totals(),
         &pre_plan(1_800),
-        &seed_shares(),
+        &example_shares(),
         &LedgerPolicy::default(),
     )
     .unwrap();
