@@ -23,6 +23,16 @@ use tokio::process::{Child, ChildStdout, Command};
 
 const GOAL: &str = "Look up who owns service A";
 const BUDGET: &str = "tokens=200000,tool_calls=50,wall_ms=600000";
+/// The goal submitted and followed on v2, so a milestone is planned.
+const FOLLOW: [&str; 7] = [
+    "submit",
+    GOAL,
+    "--budget",
+    BUDGET,
+    "--strategy",
+    "v2",
+    "--follow",
+];
 /// The real engines on the built-in simulator, not the scripted lifecycle engine.
 const REAL_ENGINE: (&str, &str) = ("CAIRN_TEST_MINIMAL_ENGINE", "false");
 /// Slows every simulated model and tool call, so a task is still running when it is cancelled
@@ -75,15 +85,7 @@ fn event_seqs(lines: &[String]) -> Vec<i64> {
 
 fn spawn_follow(url: &str) -> (Child, Lines<BufReader<ChildStdout>>) {
     let mut child = client(url)
-        .args([
-            "submit",
-            GOAL,
-            "--budget",
-            BUDGET,
-            "--strategy",
-            "v2",
-            "--follow",
-        ])
+        .args(FOLLOW)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -126,16 +128,7 @@ async fn a_followed_goal_shows_its_milestones_and_ends_succeeded() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("cairn.db");
     let serve = Serve::start(Db::Sqlite(&db), &[REAL_ENGINE]).await;
-    let args = [
-        "submit",
-        GOAL,
-        "--budget",
-        BUDGET,
-        "--strategy",
-        "v2",
-        "--follow",
-    ];
-    let output = run(serve.addr, &args).await;
+    let output = run(serve.addr, &FOLLOW).await;
     assert_eq!(output.status.code(), Some(0), "{}", both(&output));
     let lines: Vec<String> = stdout(&output).lines().map(str::to_string).collect();
     let id = lines[0]

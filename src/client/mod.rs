@@ -137,11 +137,7 @@ pub struct ToolsArgs {
 
 /// `cairn submit`.
 pub fn submit(args: SubmitArgs) -> ExitCode {
-    block_on(async move {
-        let api = match connect(&args.connection) {
-            Ok(api) => api,
-            Err(code) => return code,
-        };
+    with_api(connect(&args.connection), move |api| async move {
         submit_task(&api, &args)
             .await
             .unwrap_or_else(|e| report(&e))
@@ -150,11 +146,7 @@ pub fn submit(args: SubmitArgs) -> ExitCode {
 
 /// `cairn tasks ...`.
 pub fn tasks(args: TasksArgs) -> ExitCode {
-    block_on(async move {
-        let api = match connect(&args.connection) {
-            Ok(api) => api,
-            Err(code) => return code,
-        };
+    with_api(connect(&args.connection), move |api| async move {
         tasks_action(&api, args.action)
             .await
             .unwrap_or_else(|e| report(&e))
@@ -163,11 +155,7 @@ pub fn tasks(args: TasksArgs) -> ExitCode {
 
 /// `cairn tools`.
 pub fn tools(args: ToolsArgs) -> ExitCode {
-    block_on(async move {
-        let api = match connect(&args.connection) {
-            Ok(api) => api,
-            Err(code) => return code,
-        };
+    with_api(connect(&args.connection), move |api| async move {
         match api.tools().await {
             Ok(list) if args.json => print::json(&list),
             Ok(list) => print::tools(&list),
@@ -175,6 +163,18 @@ pub fn tools(args: ToolsArgs) -> ExitCode {
         }
         EXIT_SUCCEEDED
     })
+}
+
+/// Runs `work` with the server's client, or exits with the code `connect` chose.
+fn with_api<F, Fut>(api: Result<Api, u8>, work: F) -> ExitCode
+where
+    F: FnOnce(Api) -> Fut,
+    Fut: std::future::Future<Output = u8>,
+{
+    match api {
+        Ok(api) => block_on(work(api)),
+        Err(code) => ExitCode::from(code),
+    }
 }
 
 fn block_on(work: impl std::future::Future<Output = u8>) -> ExitCode {
