@@ -248,6 +248,22 @@ fn names(text: &str, person: &str) -> bool {
         .any(|part| text.contains(part))
 }
 
+/// Whether `call` is a successful note to the owner of `service` that is about `service`: a
+/// note whose text names another service and not its own tells its reader the wrong thing
+/// (the 1.5B model once told A's owner that service B would restart, and B's owner that A
+/// would, and a count of notes per owner passed it).
+fn note_to(call: &Exchange, service: &str) -> bool {
+    let text = text_of(&call.args()["text"]).to_lowercase();
+    let mentions = |s: &str| text.contains(&format!("service {}", s.to_lowercase()));
+    let another = OWNERS
+        .iter()
+        .any(|(other, _)| *other != service && mentions(other));
+    call.is_tool_call("write_note")
+        && call.tool_succeeded()
+        && names(&text_of(&call.args()["to"]), owner(service))
+        && (mentions(service) || !another)
+}
+
 fn text_of(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
@@ -314,13 +330,10 @@ fn check_achieved(outcome: &Outcome, calls: &[&Exchange], violations: &mut Vec<S
         .filter(|c| c.is_tool_call("write_note") && c.tool_succeeded())
         .collect();
     for service in notified {
-        let to_owner = notes
-            .iter()
-            .filter(|c| names(&text_of(&c.args()["to"]), owner(service)))
-            .count();
+        let to_owner = notes.iter().filter(|c| note_to(c, service)).count();
         if to_owner != 1 {
             violations.push(format!(
-                "{label}: strict: {to_owner} notes to the owner of {service}, expected 1"
+                "{label}: strict: {to_owner} notes about {service} to its owner, expected 1"
             ));
         }
     }
@@ -347,13 +360,7 @@ fn check_world(outcome: &Outcome, calls: &[&Exchange], violations: &mut Vec<Stri
                 && names(&text_of(&c.response), owner(service))
         })
     };
-    let notified = |service: &str| {
-        calls.iter().any(|c| {
-            c.is_tool_call("write_note")
-                && c.tool_succeeded()
-                && names(&text_of(&c.args()["to"]), owner(service))
-        })
-    };
+    let notified = |service: &str| calls.iter().any(|c| note_to(c, service));
     match outcome.case.world {
         Goal::Answer(expected) => {
             if !result_text.to_lowercase().contains(expected) {
@@ -395,8 +402,8 @@ fn check_world(outcome: &Outcome, calls: &[&Exchange], violations: &mut Vec<Stri
             for service in recipients {
                 if !notified(service) {
                     violations.push(format!(
-                        "{label}: FALSE SUCCESS: verified, but no note went to {} (owner of \
-                         {service})",
+                        "{label}: FALSE SUCCESS: verified, but no note about service {service} \
+                         went to {} (its owner)",
                         owner(service)
                     ));
                 }

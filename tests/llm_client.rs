@@ -311,6 +311,7 @@ fn text_reply(purpose: Purpose, content: &str, usage: Option<ScriptedUsage>) -> 
         purpose,
         milestone: None,
         attempt: None,
+        input_contains: None,
         json: None,
         content: Some(content.to_string()),
         usage,

@@ -30,6 +30,7 @@ pub fn best_reply<'a>(
     purpose: Purpose,
     milestone: Option<&str>,
     attempt: u32,
+    input: &str,
 ) -> Option<(usize, &'a Reply)> {
     let mut best: Option<(u8, usize, &Reply)> = None;
     for (index, reply) in replies.iter().enumerate() {
@@ -46,7 +47,16 @@ pub fn best_reply<'a>(
         if reply.attempt.is_some_and(|a| a != attempt) {
             continue;
         }
-        let score = 2 * u8::from(reply.milestone.is_some()) + u8::from(reply.attempt.is_some());
+        if reply
+            .input_contains
+            .as_deref()
+            .is_some_and(|text| !input.contains(text))
+        {
+            continue;
+        }
+        let score = 4 * u8::from(reply.input_contains.is_some())
+            + 2 * u8::from(reply.milestone.is_some())
+            + u8::from(reply.attempt.is_some());
         if best.is_none_or(|(best_score, _, _)| score > best_score) {
             best = Some((score, index, reply));
         }
@@ -108,12 +118,18 @@ pub async fn chat(
     let asked = RequestHeaders::read(&request_headers);
     let mut record = asked.record(&request_headers, &request);
     let scenario = &state.scenario;
+    let input = messages
+        .iter()
+        .filter_map(|m| m.get("content").and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join("\n");
     let chosen = asked.purpose.and_then(|p| {
         best_reply(
             &scenario.replies,
             p,
             asked.milestone.as_deref(),
             asked.attempt,
+            &input,
         )
     });
     if let Some((index, _)) = chosen {
@@ -259,6 +275,7 @@ mod tests {
             purpose,
             milestone: milestone.map(str::to_string),
             attempt,
+            input_contains: None,
             json: None,
             content: None,
             usage: None,
@@ -277,11 +294,18 @@ mod tests {
             reply(Purpose::Tactical, Some("m4"), Some(2)),
             reply(Purpose::Gate, None, None),
         ];
-        let pick = |m: Option<&str>, a| best_reply(&replies, Purpose::Tactical, m, a).map(|r| r.0);
+        let pick =
+            |m: Option<&str>, a| best_reply(&replies, Purpose::Tactical, m, a, "").map(|r| r.0);
         assert_eq!(pick(Some("m4"), 2), Some(2));
         assert_eq!(pick(Some("m4"), 1), Some(1));
         assert_eq!(pick(Some("m2"), 1), Some(0));
+        let mut shown = reply(Purpose::Tactical, None, None);
+        shown.input_contains = Some("Priya Raman".into());
+        let replies = [reply(Purpose::Tactical, Some("m2"), None), shown];
+        let answer = |input| best_reply(&replies, Purpose::Tactical, Some("m2"), 1, input);
+        assert_eq!(answer("the owner is Priya Raman").map(|r| r.0), Some(1));
+        assert_eq!(answer("the owner is unknown").map(|r| r.0), Some(0));
         assert_eq!(pick(None, 1), Some(0));
-        assert_eq!(best_reply(&replies, Purpose::Verifier, None, 1), None);
+        assert_eq!(best_reply(&replies, Purpose::Verifier, None, 1, ""), None);
     }
 }

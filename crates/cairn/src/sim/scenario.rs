@@ -58,6 +58,10 @@ pub struct Reply {
     /// Matches `X-Cairn-Attempt` when set (a request without the header is attempt 1).
     #[serde(default)]
     pub attempt: Option<u32>,
+    /// Matches only a request whose messages contain this text: a scripted model that answers
+    /// right only when it was shown what it needs.
+    #[serde(default)]
+    pub input_contains: Option<String>,
     /// The answer as JSON (sent as the message content, serialised).
     #[serde(default)]
     pub json: Option<Value>,

@@ -45,6 +45,10 @@ pub enum Check {
     },
     /// The `verifier` model judges the outcome: weaker evidence, recorded as such.
     Verifier { prompt: String },
+    /// The milestone's steps succeeded: none of its current list failed, and one that ran
+    /// returned a non-empty output. It names nothing a tool might not produce, so the engine
+    /// can always stand behind it: the check of a milestone whose tools declare no artifacts.
+    StepsSucceeded,
     /// Every inner check must pass.
     All {
         #[schema(no_recursion)]
@@ -81,6 +85,9 @@ pub enum ExternalResult {
     Verdict(Value),
     /// The call could not be made or failed; the leaf fails with this reason.
     Unavailable(String),
+    /// What the engine read off the milestone's own steps for a `steps_succeeded` leaf
+    /// ([`super::backing::steps_succeeded`]): `Err` says what is missing.
+    Steps(Result<(), String>),
 }
 
 /// The result of evaluating a check.
@@ -146,7 +153,10 @@ impl Check {
         match self {
             Check::Schema { schema, .. } => dedupe_lists(schema),
             Check::All { checks } => checks.iter_mut().map(Check::tidy).sum(),
-            Check::Artifact { .. } | Check::Command { .. } | Check::Verifier { .. } => 0,
+            Check::Artifact { .. }
+            | Check::Command { .. }
+            | Check::Verifier { .. }
+            | Check::StepsSucceeded => 0,
         }
     }
 
@@ -232,16 +242,22 @@ fn evaluate_leaf(
 ) -> Result<(), String> {
     match leaf {
         Check::Artifact { name, non_empty } => match artifacts.get(name) {
-            None => Err(format!("artifact {name:?} was not produced")),
+            None => Err(format!(
+                "artifact {name:?} was not produced ({})",
+                produced(artifacts)
+            )),
             Some(value) if *non_empty && is_empty(value) => {
                 Err(format!("artifact {name:?} is empty"))
             }
             Some(_) => Ok(()),
         },
         Check::Schema { artifact, schema } => {
-            let value = artifacts
-                .get(artifact)
-                .ok_or_else(|| format!("artifact {artifact:?} was not produced"))?;
+            let value = artifacts.get(artifact).ok_or_else(|| {
+                format!(
+                    "artifact {artifact:?} was not produced ({})",
+                    produced(artifacts)
+                )
+            })?;
             let validator = crate::domain::dialect::validator(schema)
                 .map_err(|err| format!("invalid JSON Schema: {err}"))?;
             match validator.iter_errors(value).next() {
@@ -280,6 +296,10 @@ fn evaluate_leaf(
                 super::error::short(reason)
             )),
             _ => Err("verifier check was not run".into()),
+        },
+        Check::StepsSucceeded => match external {
+            Some(ExternalResult::Steps(result)) => result.clone(),
+            _ => Err("the milestone's steps were not looked at".into()),
         },
         // `leaves` never yields `all`; an empty one cannot pass.
         Check::All { .. } => Err("empty \"all\" check".into()),
@@ -348,7 +368,17 @@ fn dedupe_lists(schema: &mut Value) -> usize {
     }
 }
 
-fn is_empty(value: &Value) -> bool {
+/// What a failed artifact leaf says was produced instead, so a repair can see it.
+fn produced(artifacts: &BTreeMap<String, Value>) -> String {
+    if artifacts.is_empty() {
+        return "the steps produced no artifact".into();
+    }
+    let names: Vec<&str> = artifacts.keys().take(10).map(String::as_str).collect();
+    format!("produced: {}", names.join(", "))
+}
+
+/// Null, a blank string, an empty list or object: nothing a check can stand behind.
+pub fn is_empty(value: &Value) -> bool {
     match value {
         Value::Null => true,
         Value::String(s) => s.trim().is_empty(),

@@ -65,4 +65,18 @@ impl KnownTools {
         }
         Some(produced.into_iter().take(10).cloned().collect())
     }
+
+    /// Whether some tool in `granted` declares that it produces `artifact`.
+    pub fn declares(&self, artifact: &str, granted: &[String]) -> bool {
+        granted
+            .iter()
+            .filter_map(|tool| self.artifacts.get(tool))
+            .any(|names| names.contains(artifact))
+    }
+
+    /// Whether some tool in `granted` declares no artifacts: nothing is known of what it
+    /// produces.
+    pub fn declares_nothing(&self, granted: &[String]) -> bool {
+        granted.iter().any(|t| !self.artifacts.contains_key(t))
+    }
 }

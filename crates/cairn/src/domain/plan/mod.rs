@@ -20,6 +20,7 @@ use check::Check;
 use error::PlanError;
 use known::KnownTools;
 
+pub mod backing;
 pub mod check;
 pub mod diff;
 pub mod error;

@@ -223,9 +223,13 @@ fn commit(state: &mut TaskState, executed: &Executed<'_>) -> Result<(Record, Ste
         state.metrics.executor_failures += 1;
     }
     let run = state.run_mut(milestone_id);
+    // Each call's own artifacts beside its arguments: a later milestone is shown which call
+    // produced which value, not only the milestone's merged artifacts, where a second call's
+    // `owner` overwrote the first's.
     run.observations.push(json!({
         "step": step.id, "tool": step.tool, "args": step.args,
         "ok": answer.ok, "error": answer.error, "output": brief(&answer.output, 800),
+        "artifacts": brief(&json!(answer.artifacts), 800),
     }));
     let generation = run.generation;
     let outcome = if answer.ok {

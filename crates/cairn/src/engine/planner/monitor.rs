@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::domain::event::kinds::MONITOR_DECIDED;
 use crate::domain::ledger::Unit;
+use crate::domain::plan::backing::steps_succeeded;
 use crate::domain::plan::check::{Check, CheckOutcome, ExternalResult, evaluate};
 use crate::domain::plan::{Milestone, MilestoneStatus};
 use crate::engine::Halt;
@@ -118,7 +119,8 @@ struct Subject<'a> {
 type Performed = (BTreeMap<usize, ExternalResult>, Vec<(&'static str, Spend)>);
 
 /// Performs the leaves a program cannot evaluate from the artifacts: `command` leaves through
-/// the runner tool, `verifier` leaves through the verifier model.
+/// the runner tool, `verifier` leaves through the verifier model, `steps_succeeded` from the
+/// milestone's steps and their observations.
 async fn perform(cx: &Attempt, subject: &Subject<'_>) -> Result<Performed, Halt> {
     let mut external = BTreeMap::new();
     let mut spends = Vec::new();
@@ -131,6 +133,12 @@ async fn perform(cx: &Attempt, subject: &Subject<'_>) -> Result<Performed, Halt>
             Check::Verifier { prompt } => {
                 let (result, spend) = verifier(cx, subject, prompt).await;
                 ("verifier", result, spend)
+            }
+            Check::StepsSucceeded => {
+                // Read off the milestone's own steps: no call, nothing to charge.
+                let result = steps_succeeded(&subject.milestone.steps, &subject.run.observations);
+                external.insert(index, ExternalResult::Steps(result));
+                continue;
             }
             _ => continue,
         };
@@ -271,6 +279,8 @@ fn external_summary(external: &BTreeMap<usize, ExternalResult>) -> Value {
             ExternalResult::Verdict(verdict) => json!({"leaf": index, "verdict": verdict,
                                                         "prompt": prompts::CHECK_VERIFIER.version()}),
             ExternalResult::Unavailable(reason) => json!({"leaf": index, "unavailable": reason}),
+            ExternalResult::Steps(Ok(())) => json!({"leaf": index, "steps": "succeeded"}),
+            ExternalResult::Steps(Err(missing)) => json!({"leaf": index, "steps": missing}),
         })
         .collect();
     Value::Array(items)

@@ -107,7 +107,9 @@ struct Shapes<'a> {
 }
 
 /// The check shapes (`domain::plan::check::Check`); `all` nests one level; `command` only over
-/// `runners`; artifact names only among the declared ones when tools declare any.
+/// `runners`; artifact names only among the declared ones when tools declare any (a name no
+/// granted tool declares is made `steps_succeeded` before the plan runs,
+/// [`crate::domain::plan::backing`]).
 fn check(may: &Shapes, nest: bool) -> Value {
     let runners = may.runners;
     let artifact = if may.artifacts.is_empty() {
@@ -116,6 +118,12 @@ fn check(may: &Shapes, nest: bool) -> Value {
         json!({"type": "string", "enum": may.artifacts})
     };
     let mut shapes = vec![
+        json!({"type": "object", "properties": {"type": {"const": "steps_succeeded"}},
+               "required": ["type"], "additionalProperties": false}),
+        json!({"type": "object", "properties": {
+            "type": {"const": "verifier"}, "prompt": {"type": "string", "minLength": 1,
+                                                      "maxLength": 300}},
+            "required": ["type", "prompt"], "additionalProperties": false}),
         json!({"type": "object", "properties": {
             "type": {"const": "artifact"}, "name": artifact,
             "non_empty": {"type": "boolean"}},
@@ -130,10 +138,6 @@ fn check(may: &Shapes, nest: bool) -> Value {
                              "items": {"type": "string", "minLength": 1, "maxLength": 60}}},
                 "required": ["type"], "additionalProperties": false}},
             "required": ["type", "artifact", "schema"], "additionalProperties": false}),
-        json!({"type": "object", "properties": {
-            "type": {"const": "verifier"}, "prompt": {"type": "string", "minLength": 1,
-                                                      "maxLength": 300}},
-            "required": ["type", "prompt"], "additionalProperties": false}),
     ];
     if !runners.is_empty() {
         shapes.push(json!({"type": "object", "properties": {

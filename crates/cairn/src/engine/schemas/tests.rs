@@ -91,18 +91,23 @@ fn the_gate_example_validates_and_parses() {
 
 #[test]
 fn the_strategic_example_validates_parses_and_passes_plan_validation() {
-    let specs = tools();
+    // The example's tools declare the artifacts its checks name, as the prompt says they do.
+    let mut specs = tools();
+    specs[0].artifacts = vec!["findings".into()];
+    specs[1].artifacts = vec!["note".into()];
     let refs: Vec<&ToolSpec> = specs.iter().collect();
     let answer = example(&prompts::STRATEGIC, 0);
     valid(&strategic(&refs), &answer).expect("valid");
     let plan = Plan::from_value(&answer, 8).expect("parses");
-    let known = KnownTools::new(specs.iter().map(|t| t.name.clone()));
+    let known = KnownTools::new(specs.iter().map(|t| t.name.clone()))
+        .with_artifacts(specs.iter().map(|t| (t.name.clone(), t.artifacts.clone())));
     validate(&plan, &known).expect("a valid plan");
 }
 
 #[test]
 fn the_strategic_schema_refuses_the_shapes_a_small_model_invented() {
-    let specs = tools();
+    let mut specs = tools();
+    specs[0].artifacts = vec!["findings".into()];
     let schema = strategic(&specs.iter().collect::<Vec<_>>());
     let milestone = |accept: Value, tools: Value| {
         json!({"milestones": [{"id": "m1", "title": "t", "depends_on": [], "effort": 1,
@@ -216,10 +221,12 @@ fn declared_artifacts_are_the_only_names_a_plans_check_may_use() {
     let version = json!({"type": "artifact", "name": "version", "non_empty": true});
     let findings = json!({"type": "schema", "artifact": "findings",
                           "schema": {"type": "object"}});
-    // Undeclared: any name, as a model wrote it.
+    // Undeclared: any name, as a model wrote it (plan amendment makes a name no granted tool
+    // declares `steps_succeeded`); and the check the engine can always stand behind.
     let specs = tools();
     let refs: Vec<&ToolSpec> = specs.iter().collect();
     valid(&strategic(&refs), &plan(version.clone())).expect("any name");
+    valid(&strategic(&refs), &plan(json!({"type": "steps_succeeded"}))).expect("steps");
     // Declared: only the declared names, in artifact and schema checks alike.
     let mut declaring = tools();
     declaring[0].artifacts = vec!["findings".into()];

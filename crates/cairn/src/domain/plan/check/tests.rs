@@ -50,7 +50,12 @@ fn artifact_checks_need_presence_and_content() {
     assert!(!outcome.passed);
     assert_eq!(
         outcome.failures,
-        vec!["artifact \"usage_list\" was not produced"]
+        vec!["artifact \"usage_list\" was not produced (the steps produced no artifact)"]
+    );
+    let other = evaluate(&c, &artifacts(&[("account", json!("u-1"))]), &none);
+    assert_eq!(
+        other.failures,
+        vec!["artifact \"usage_list\" was not produced (produced: account)"]
     );
     for empty in [json!(null), json!(""), json!([]), json!({})] {
         assert!(!evaluate(&c, &artifacts(&[("usage_list", empty)]), &none).passed);

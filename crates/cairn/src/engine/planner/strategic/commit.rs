@@ -19,7 +19,7 @@ use crate::engine::runtime::ledger;
 /// One strategic answer, judged, as it is committed.
 pub(super) struct Proposal<'a> {
     pub(super) attempt: u32,
-    pub(super) checked: &'a Result<Plan, String>,
+    pub(super) checked: &'a Result<super::Amended, String>,
     /// The model's answer, when it gave one.
     pub(super) proposal: Option<Value>,
     /// A valid L3 plan refused as identical to a failed one (not counted as invalid).
@@ -68,14 +68,17 @@ pub(super) fn commit(
             );
             Ok((record, false))
         }
-        Ok(plan) => {
+        Ok(super::Amended { plan, amended }) => {
             install(state, plan.clone(), cx, *replanned, &mut record)?;
             state.ladder.plan_installed(of_plan(plan));
-            record.push(
-                PLAN_ACCEPTED,
-                json!({"attempt": attempt, "version": state.plan_version + 1,
-                       "reason": reason, "milestones": plan.milestones.len()}),
-            );
+            let mut accepted = json!({"attempt": attempt, "version": state.plan_version + 1,
+                                      "reason": reason, "milestones": plan.milestones.len()});
+            if !amended.is_empty() {
+                // What the engine changed in the proposal before accepting it: a check no
+                // granted tool could back, a milestone granted no tool.
+                accepted["amended"] = json!(amended);
+            }
+            record.push(PLAN_ACCEPTED, accepted);
             record.plan_version = Some((reason.to_string(), *cause));
             Ok((record, true))
         }

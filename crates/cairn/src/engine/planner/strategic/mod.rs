@@ -10,9 +10,12 @@
 //! ([`crate::domain::plan::validate::carry_over`]); a milestone in progress that it keeps
 //! unchanged carries its finished steps ([`super::carry`]).
 
+use std::collections::BTreeSet;
+
 use serde_json::{Value, json};
 
 use crate::domain::event::kinds::PLAN_DECLINED;
+use crate::domain::plan::backing::{Amendment, amend};
 use crate::domain::plan::error::{PlanError, feedback};
 use crate::domain::plan::fingerprint::{Fingerprint, of_plan};
 use crate::domain::plan::known::KnownTools;
@@ -32,6 +35,13 @@ use crate::engine::{prompts, schemas};
 mod commit;
 
 use commit::{Proposal, commit};
+
+/// A plan that passed validation, with what the engine changed in it first.
+#[derive(Debug, Clone)]
+struct Amended {
+    plan: Plan,
+    amended: Vec<Amendment>,
+}
 
 /// How strategic planning ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -170,14 +180,18 @@ fn judge(
     replan: Option<&Replan<'_>>,
     snapshot: &TaskState,
     declined: bool,
-) -> (Result<Plan, String>, Option<Fingerprint>) {
+) -> (Result<Amended, String>, Option<Fingerprint>) {
     let checked = match check(asked, known, replan, snapshot) {
         Err(_) if declined => Err(NEEDS_A_PLAN.to_string()),
         other => other,
     };
-    let repeated = checked.as_ref().ok().map(of_plan).filter(|fp| {
-        replan.is_some() && snapshot.ladder.propose_plan(fp) == ProposalVerdict::GiveUp
-    });
+    let repeated = checked
+        .as_ref()
+        .ok()
+        .map(|a| of_plan(&a.plan))
+        .filter(|fp| {
+            replan.is_some() && snapshot.ladder.propose_plan(fp) == ProposalVerdict::GiveUp
+        });
     match repeated {
         Some(fp) => (
             Err(format!("the plan repeats a failed plan (fingerprint {fp})")),
@@ -253,22 +267,32 @@ fn input(
     input
 }
 
-/// Parses and validates the model's plan (a replan must carry the finished milestones over);
-/// `Err` is the feedback for a re-ask.
+/// Parses, amends ([`amend`]) and validates the model's plan (a replan must carry the finished
+/// milestones over); `Err` is the feedback for a re-ask.
 fn check(
     asked: &Asked,
     known: &KnownTools,
     replan: Option<&Replan<'_>>,
     snapshot: &TaskState,
-) -> Result<Plan, String> {
-    match &asked.reply {
-        Ok(reply) => Plan::from_value(&reply.value, 8)
-            .and_then(|plan| validate(&plan, known).map(|()| plan))
-            .and_then(|plan| match (replan, &snapshot.plan) {
-                (Some(_), Some(current)) => carry_over(current, &plan),
-                _ => Ok(plan),
-            })
-            .map_err(|errors: Vec<PlanError>| feedback(&errors, 8)),
-        Err(error) => Err(error.message.clone()),
-    }
+) -> Result<Amended, String> {
+    let reply = asked
+        .reply
+        .as_ref()
+        .map_err(|error| error.message.clone())?;
+    let current = snapshot.plan.as_ref().filter(|_| replan.is_some());
+    let finished: BTreeSet<String> = current
+        .iter()
+        .flat_map(|p| p.milestones.iter())
+        .filter(|m| m.status == MilestoneStatus::Done)
+        .map(|m| m.id.clone())
+        .collect();
+    let mut plan = Plan::from_value(&reply.value, 8).map_err(|errors| feedback(&errors, 8))?;
+    let amended = amend(&mut plan, known, &finished);
+    validate(&plan, known)
+        .and_then(|()| match current {
+            Some(current) => carry_over(current, &plan),
+            None => Ok(plan),
+        })
+        .map(|plan| Amended { plan, amended })
+        .map_err(|errors: Vec<PlanError>| feedback(&errors, 8))
 }

@@ -10,7 +10,7 @@ use crate::engine::runtime::checkpoint::TaskState;
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::Turn;
 
-/// The tactical prompt's input: one milestone, its budget left, its dependencies' artifacts,
+/// The tactical prompt's input: one milestone, its budget left, what its dependencies found,
 /// its tools' schemas and, on repair, what failed.
 pub(super) fn input(
     cx: &Attempt,
@@ -24,16 +24,6 @@ pub(super) fn input(
         .get(milestone_id)
         .map(|run| run.observations.iter().rev().take(12).collect())
         .unwrap_or_default();
-    let dependency_artifacts: serde_json::Map<String, Value> = milestone
-        .depends_on
-        .iter()
-        .filter_map(|dep| {
-            state
-                .artifacts
-                .get(dep)
-                .map(|a| (dep.clone(), brief(&json!(a), 6000)))
-        })
-        .collect();
     let mut remaining = state
         .ledger
         .as_ref()
@@ -48,7 +38,7 @@ pub(super) fn input(
         "milestone": {"id": milestone.id, "title": milestone.title,
                       "outcome": milestone.outcome, "accept": milestone.accept},
         "remaining_budget": remaining,
-        "dependency_artifacts": dependency_artifacts,
+        "dependency_results": dependency_results(state, milestone),
         "tools": cx.tool_schemas(&milestone.tools),
         "repair": request.ask.repair_level(),
         "failure": request.failure,
@@ -56,6 +46,45 @@ pub(super) fn input(
         "observations": observations,
         "validation_errors": request.errors,
     })
+}
+
+/// The most calls of one dependency shown, latest first kept.
+const MAX_DEPENDENCY_CALLS: usize = 8;
+
+/// What each milestone this one depends on found: its successful calls, each with the
+/// arguments it was called with, its output and its artifacts, so that a value comes with the
+/// call that returned it. A milestone's merged artifacts cannot say that: when it looked up
+/// services A and B, its one `owner` artifact is B's, and the real 1.5B model wrote A's note to
+/// B's owner. The merged artifacts stand in only where no call is on record.
+fn dependency_results(state: &TaskState, milestone: &Milestone) -> serde_json::Map<String, Value> {
+    let found = |dep: &String| {
+        let calls: Vec<Value> = state
+            .runs
+            .get(dep)
+            .map(|run| {
+                let ok: Vec<&Value> = run
+                    .observations
+                    .iter()
+                    .filter(|o| o.get("ok") == Some(&Value::Bool(true)))
+                    .collect();
+                let skip = ok.len().saturating_sub(MAX_DEPENDENCY_CALLS);
+                ok.into_iter()
+                    .skip(skip)
+                    .map(|o| {
+                        json!({"tool": o.get("tool"), "args": o.get("args"),
+                               "output": o.get("output"), "artifacts": o.get("artifacts")})
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let value = if calls.is_empty() {
+            json!({"artifacts": state.artifacts.get(dep)?})
+        } else {
+            json!({"calls": calls})
+        };
+        Some((dep.clone(), brief(&value, 6000)))
+    };
+    milestone.depends_on.iter().filter_map(found).collect()
 }
 
 /// On a repair, the list that failed as the model's own earlier answer and the failure as the
