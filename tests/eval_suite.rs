@@ -352,8 +352,8 @@ fn a_sweep_runs_the_suite_per_value_and_charts_success_against_it() {
 }
 
 /// Rule 10 through the whole stack: with every tool a step needs missed from the plan, v2
-/// verifies only what needs no tool, and without plan slips it verifies more; a check naming
-/// an artifact no tool declares is amended, so that slip costs nothing.
+/// verifies less than without plan slips (a repair may be offered a missed reader); a check
+/// naming an artifact no tool declares is amended, so that slip costs nothing.
 #[test]
 fn a_plan_missing_a_tool_fails_its_milestone_and_an_unbacked_check_is_amended() {
     let dir = tempfile::tempdir().unwrap();
@@ -390,9 +390,12 @@ fn a_plan_missing_a_tool_fails_its_milestone_and_an_unbacked_check_is_amended() 
             verified_with_steps(&report("1")),
         )
     };
+    // A plan that grants no milestone the tool it needs loses what a repair cannot reach: a
+    // repair is offered the most relevant read-only tools beyond the grant, so a reader is
+    // found again, a writer never.
     let (off, on) = sweep("plan_tool_miss");
     assert!(off > 0, "v2 verified no task with steps without plan slips");
-    assert_eq!(on, 0, "plan_tool_miss = 1: a task with steps was verified");
+    assert!(on < off, "plan_tool_miss = 1 lost nothing: {on} of {off}");
     // The engine stands behind its checks: the small suite's tools declare no artifacts, so a
     // check naming one no tool produces becomes `steps_succeeded` before the plan runs, and
     // the slip no longer fails the milestone (before the amendment, it verified none).

@@ -32,6 +32,10 @@ pub struct EngineSettings {
     /// Milestones of one task running at once.
     pub max_parallel: usize,
     pub direct_max_tool_calls: u32,
+    /// A read-only goal estimated at this many calls or fewer goes direct until its kind's own
+    /// direct record falls below `direct_min_success` (0: every goal with a call needs a
+    /// record).
+    pub direct_cold_start_calls: u32,
     pub direct_min_success: f64,
     /// The prior mean of a goal kind's direct success rate (the gate's Beta prior): what a kind
     /// with no direct outcomes reads as. Below `direct_min_success` by default, so unknown kinds
@@ -58,6 +62,7 @@ impl Default for EngineSettings {
             explore_repeats: false,
             max_parallel: 4,
             direct_max_tool_calls: 3,
+            direct_cold_start_calls: 1,
             direct_min_success: 0.9,
             direct_success_prior: 0.5,
             direct_prior_weight: 2.0,

@@ -65,15 +65,65 @@ fn unknown_history_is_not_a_good_record() {
             },
         ]
     );
-    assert_eq!(route(with_history(0, 0), &t).route, Route::Plan);
+    assert_eq!(route(three(0, 0), &t).route, Route::Plan);
     assert_eq!(direct_estimate(None, &t), (0.5, false));
+}
+
+/// A goal of three estimated calls, read-only, with its kind's record.
+fn three(successes: u64, total: u64) -> GateFeatures {
+    GateFeatures {
+        est_tool_calls: 3,
+        ..with_history(successes, total)
+    }
+}
+
+#[test]
+fn a_read_of_few_calls_goes_direct_until_its_record_says_otherwise() {
+    let t = GateThresholds::default();
+    let cold = route(features(1, false, 1), &t);
+    assert_eq!(cold.route, Route::Direct, "one call, no record");
+    assert_eq!(
+        cold.reasons,
+        vec![GateReason::ColdStart {
+            estimated: 1,
+            max: 1
+        }]
+    );
+    // Two calls need a record by default; an operator may widen the rule.
+    assert_eq!(route(features(2, false, 1), &t).route, Route::Plan);
+    let wider = GateThresholds {
+        cold_start_tool_calls: 2,
+        ..t
+    };
+    assert_eq!(route(features(2, false, 1), &wider).route, Route::Direct);
+    assert_eq!(route(with_history(0, 0), &t).route, Route::Direct);
+    // Its own record alone: one success is a good one, one failure in two is not.
+    assert_eq!(route(with_history(1, 1), &t).route, Route::Direct);
+    let failed = route(with_history(1, 2), &t);
+    assert_eq!(failed.route, Route::Plan);
+    assert_eq!(
+        failed.reasons[1],
+        GateReason::DirectUnreliable {
+            success_rate: 0.5,
+            min: 0.9,
+            from_history: true
+        }
+    );
+    // Writes and several targets are planned whatever the estimate.
+    assert_eq!(route(features(1, true, 1), &t).route, Route::Plan);
+    assert_eq!(route(features(2, false, 2), &t).route, Route::Plan);
+    let never = GateThresholds {
+        cold_start_tool_calls: 0,
+        ..t
+    };
+    assert_eq!(route(features(1, false, 1), &never).route, Route::Plan);
 }
 
 #[test]
 fn a_simple_read_with_a_good_record_goes_direct() {
     let t = GateThresholds::default();
     // (8 + 0.5 * 2) / (8 + 2) = 0.9: eight direct successes in a row earn the direct route.
-    let d = route(with_history(8, 8), &t);
+    let d = route(three(8, 8), &t);
     assert_eq!(d.route, Route::Direct);
     assert!(matches!(
         d.reasons[1],
@@ -82,7 +132,7 @@ fn a_simple_read_with_a_good_record_goes_direct() {
             ..
         }
     ));
-    assert_eq!(route(with_history(7, 7), &t).route, Route::Plan);
+    assert_eq!(route(three(7, 7), &t).route, Route::Plan);
     let four_calls = GateFeatures {
         est_tool_calls: 4,
         ..with_history(100, 100)
@@ -93,11 +143,11 @@ fn a_simple_read_with_a_good_record_goes_direct() {
 #[test]
 fn history_outweighs_the_prior_as_it_grows() {
     let t = GateThresholds::default();
-    assert_eq!(route(with_history(9, 10), &t).route, Route::Plan, "10/12");
-    assert_eq!(route(with_history(95, 100), &t).route, Route::Direct);
-    assert_eq!(route(with_history(80, 100), &t).route, Route::Plan);
+    assert_eq!(route(three(9, 10), &t).route, Route::Plan, "10/12");
+    assert_eq!(route(three(95, 100), &t).route, Route::Direct);
+    assert_eq!(route(three(80, 100), &t).route, Route::Plan);
     assert!(matches!(
-        route(with_history(5, 10), &t).reasons[1],
+        route(three(5, 10), &t).reasons[1],
         GateReason::DirectUnreliable {
             from_history: true,
             ..
@@ -109,8 +159,8 @@ fn history_outweighs_the_prior_as_it_grows() {
         prior_weight: 0.0,
         ..t
     };
-    assert_eq!(route(with_history(0, 0), &trusting).route, Route::Direct);
-    assert_eq!(route(with_history(1, 10), &trusting).route, Route::Plan);
+    assert_eq!(route(three(0, 0), &trusting).route, Route::Direct);
+    assert_eq!(route(three(1, 10), &trusting).route, Route::Plan);
     // More successes than outcomes cannot push the estimate past 1.
     assert!(
         direct_estimate(
@@ -223,6 +273,12 @@ fn a_goal_with_no_tool_call_goes_direct_without_history_but_writes_still_plan() 
     // A write, or several targets, plans even when no tool call is expected.
     assert_eq!(route(features(0, true, 1), &t).route, Route::Plan);
     assert_eq!(route(features(0, false, 2), &t).route, Route::Plan);
-    // One expected call with no history is not enough for the direct route.
-    assert_eq!(route(features(1, false, 1), &t).route, Route::Plan);
+    // One expected call with no history goes direct on the cold-start rule, not this one.
+    assert_eq!(
+        route(features(1, false, 1), &t).reasons,
+        vec![GateReason::ColdStart {
+            estimated: 1,
+            max: 1
+        }]
+    );
 }

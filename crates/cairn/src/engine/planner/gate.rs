@@ -8,7 +8,9 @@
 //!
 //! The history comes from this tenant's recent direct-routed tasks of the same kind (routed by
 //! the gate, or forced with strategy `direct`, whose record keeps the heuristic's features);
-//! the configured Beta prior weighs in, so a kind with no history reads below the threshold.
+//! a read-only goal of few calls goes direct until that record says otherwise, and for longer
+//! goals the configured Beta prior weighs in, so a kind with no history reads below the
+//! threshold.
 
 use serde_json::{Value, json};
 
@@ -34,6 +36,7 @@ pub use crate::domain::gate::Route;
 fn thresholds(config: &super::EngineSettings) -> GateThresholds {
     GateThresholds {
         max_direct_tool_calls: config.direct_max_tool_calls,
+        cold_start_tool_calls: config.direct_cold_start_calls,
         min_direct_success: config.direct_min_success,
         prior_direct_success: config.direct_success_prior,
         prior_weight: config.direct_prior_weight,

@@ -165,30 +165,7 @@ async fn drive(cx: Arc<Attempt>) -> Result<RunOutcome, Halt> {
 /// L3 replan (the new milestones run next).
 async fn verify(cx: &Attempt) -> Result<Option<Ending>, Halt> {
     // The verifier sees what the tools answered, never only the planner's own claims.
-    let evidence = cx
-        .journal
-        .read(|s| {
-            let milestones: Vec<_> = s
-                .plan
-                .iter()
-                .flat_map(|p| p.milestones.iter())
-                .map(|m| {
-                    let observed = s.runs.get(&m.id).map(|r| {
-                        r.observations
-                            .iter()
-                            .rev()
-                            .take(6)
-                            .cloned()
-                            .collect::<Vec<_>>()
-                    });
-                    json!({"id": m.id, "title": m.title, "accept": m.accept,
-                           "tool_outputs": observed})
-                })
-                .collect();
-            json!({"passed": "every milestone's acceptance check passed",
-                   "milestones": milestones})
-        })
-        .await;
+    let evidence = verifier::evidence(cx, json!("every milestone's acceptance check passed")).await;
     let verdict = verifier::verify_goal(cx, None, evidence).await?;
     let verified = verdict.verified;
     if verified == Some(false) {

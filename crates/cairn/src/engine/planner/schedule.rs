@@ -17,6 +17,7 @@ use super::monitor;
 use super::report::Ending;
 use super::runner::{self, MilestoneEnd};
 use super::strategic;
+use super::verifier;
 use crate::domain::ledger::Unit;
 use crate::domain::plan::MilestoneStatus;
 use crate::domain::repair::ReplanReason;
@@ -173,10 +174,26 @@ impl Schedule {
     /// else a stop. `None` carries on.
     async fn drained(&mut self, cx: &Arc<Attempt>) -> Result<Option<Flow>, Halt> {
         if let Some(verdict) = self.verdict.take() {
+            let failed = match &verdict {
+                Ok(Flow::Ended(ending)) if ending.status == TaskStatus::Failed => ending
+                    .extra
+                    .get("failed_milestone")
+                    .and_then(serde_json::Value::as_str)
+                    .map(|id| (id.to_string(), ending.reason.clone())),
+                _ => None,
+            };
+            if let Some((id, reason)) = failed
+                && let Some(ending) = met_early(cx, &id, &reason).await?
+            {
+                return Ok(Some(Flow::Ended(ending)));
+            }
             return verdict.map(Some);
         }
         if let Some((failure, id)) = self.replan.take() {
             cx.halt.store(false, Ordering::SeqCst);
+            if let Some(ending) = met_early(cx, &id, &failure.detail).await? {
+                return Ok(Some(Flow::Ended(ending)));
+            }
             if let Some(ending) = replan_strategy(cx, &failure, Some(&id)).await? {
                 return Ok(Some(Flow::Ended(ending)));
             }
@@ -188,6 +205,49 @@ impl Schedule {
         }
         Ok(None)
     }
+}
+
+/// Before a milestone's failure ends a read-only goal's task or asks for a new strategy, when
+/// some milestone passed: a question may already be answered by what ran (measured live on the
+/// 1.5B model: a question its first lookup had answered failed on a second milestone the
+/// planner added, on a tool with nothing to add). The goal verifier judges it from the tool
+/// outputs, with the same programmatic target rule as at the end of a plan; a pass ends the
+/// task verified, anything else goes on as before. A goal that changes the world is never
+/// ended early: its unfinished milestone may be the change.
+async fn met_early(cx: &Attempt, failed: &str, why: &str) -> Result<Option<Ending>, Halt> {
+    if super::gate::goal_features(cx).await.touches_writes {
+        return Ok(None);
+    }
+    let passed: Vec<String> = cx
+        .journal
+        .read(|s| {
+            s.plan
+                .iter()
+                .flat_map(|p| p.milestones.iter())
+                .filter(|m| m.status == MilestoneStatus::Done)
+                .map(|m| m.id.clone())
+                .collect()
+        })
+        .await;
+    if passed.is_empty() {
+        return Ok(None);
+    }
+    let said = json!({"passed": passed, "failed": {"milestone": failed, "reason": why}});
+    let evidence = verifier::evidence(cx, said).await;
+    let verdict = verifier::verify_goal(cx, None, evidence).await?;
+    if verdict.verified != Some(true) {
+        return Ok(None);
+    }
+    Ok(Some(Ending {
+        cause: None,
+        status: TaskStatus::Succeeded,
+        verified: Some(true),
+        reason: format!(
+            "goal verified before milestone {failed} could pass: {}",
+            verdict.reason
+        ),
+        extra: json!({"unfinished_milestone": failed}),
+    }))
 }
 
 /// A milestone the ledger could not cover: it ends `over_budget`, and so does the task.

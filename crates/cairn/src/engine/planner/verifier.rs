@@ -95,6 +95,33 @@ pub async fn verify_goal(
     })
 }
 
+/// The goal verifier's evidence from the plan: every milestone with its check and its latest
+/// tool outputs, and `passed`, what the plan's own checks say.
+pub async fn evidence(cx: &Attempt, passed: Value) -> Value {
+    cx.journal
+        .read(|s| {
+            let milestones: Vec<_> = s
+                .plan
+                .iter()
+                .flat_map(|p| p.milestones.iter())
+                .map(|m| {
+                    let observed = s.runs.get(&m.id).map(|r| {
+                        r.observations
+                            .iter()
+                            .rev()
+                            .take(6)
+                            .cloned()
+                            .collect::<Vec<_>>()
+                    });
+                    json!({"id": m.id, "title": m.title, "accept": m.accept,
+                           "tool_outputs": observed})
+                })
+                .collect();
+            json!({"passed": passed, "milestones": milestones})
+        })
+        .await
+}
+
 /// A fail found without the model: named targets no successful tool call touched.
 async fn programmatic_fail(
     cx: &Attempt,

@@ -11,12 +11,13 @@ use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::Turn;
 
 /// The tactical prompt's input: one milestone, its budget left, what its dependencies found,
-/// its tools' schemas and, on repair, what failed.
+/// the schemas of the tools offered ([`super::offer`]) and, on repair, what failed.
 pub(super) fn input(
     cx: &Attempt,
     request: &Request<'_>,
     state: &TaskState,
     milestone: &Milestone,
+    offered: &[String],
 ) -> Value {
     let milestone_id = request.milestone_id;
     let observations: Vec<&Value> = state
@@ -39,7 +40,7 @@ pub(super) fn input(
                       "outcome": milestone.outcome, "accept": milestone.accept},
         "remaining_budget": remaining,
         "dependency_results": dependency_results(state, milestone),
-        "tools": cx.tool_schemas(&milestone.tools),
+        "tools": cx.tool_schemas(offered),
         "repair": request.ask.repair_level(),
         "failure": request.failure,
         "current_steps": milestone.steps,

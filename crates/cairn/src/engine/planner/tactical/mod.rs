@@ -9,6 +9,7 @@
 //! and asked once more, sampled warmer ([`Sampling::Explore`]), and a second repeat escalates.
 
 mod input;
+mod offer;
 
 use serde_json::json;
 
@@ -99,6 +100,8 @@ struct Proposal<'a> {
     /// The model could not be reached (not counted as the planner's failure).
     transient: bool,
     fingerprint: Option<Fingerprint>,
+    /// Tools offered beyond the milestone's grant ([`offer`]): granted when a list uses them.
+    extra: &'a [String],
     /// A repair proposal that repeats a failed list is refused and asked once more, sampled
     /// warmer, before the ladder escalates on it.
     may_reask_repeat: bool,
@@ -121,7 +124,7 @@ pub async fn plan_steps(
             failure,
             errors: errors.as_deref(),
         };
-        let Some((milestone, attempt, input)) = read_question(cx, &request).await else {
+        let Some((milestone, attempt, input, offered)) = read_question(cx, &request).await else {
             return Ok(Planned::Unusable {
                 reason: format!("milestone {milestone_id} is not in the plan"),
             });
@@ -134,7 +137,7 @@ pub async fn plan_steps(
             prompt: &prompts::TACTICAL,
             input,
             turns,
-            schema: schemas::tactical(&cx.tool_schemas(&milestone.tools)),
+            schema: schemas::tactical(&cx.tool_schemas(&offered.tools)),
         };
         let asked = cx.ask_sampled(question, sampling).await;
         let parsed = parse(&asked, &milestone);
@@ -145,6 +148,7 @@ pub async fn plan_steps(
             parsed: &parsed,
             transient: matches!(&asked.reply, Err(e) if e.kind != FailureKind::InvalidOutput),
             fingerprint: fingerprint.clone(),
+            extra: &offered.extra,
             may_reask_repeat: cx.config.explore_repeats
                 && sampling == Sampling::Endpoint
                 && reask < cx.config.max_reasks,
@@ -176,12 +180,13 @@ pub async fn plan_steps(
     })
 }
 
-/// What the question needs: the milestone, the call's attempt number and the input, read
-/// under the journal's lock (no copy of the state); `None` when the plan has no such milestone.
+/// What the question needs: the milestone, the call's attempt number, the input and the tools
+/// offered, read under the journal's lock (no copy of the state); `None` when the plan has no
+/// such milestone.
 async fn read_question(
     cx: &Attempt,
     request: &Request<'_>,
-) -> Option<(Milestone, u32, serde_json::Value)> {
+) -> Option<(Milestone, u32, serde_json::Value, offer::Offer)> {
     let milestone_id = request.milestone_id;
     cx.journal
         .read(|state| {
@@ -195,8 +200,19 @@ async fn read_question(
                 .get(milestone_id)
                 .map_or(0, |run| run.tactical_calls)
                 + 1;
-            let input = input::input(cx, request, state, &milestone);
-            Some((milestone, attempt, input))
+            let observations = state
+                .runs
+                .get(milestone_id)
+                .map_or(&[][..], |run| &run.observations);
+            let offered = offer::offer(
+                cx.specs.values(),
+                &milestone,
+                observations,
+                request.ask,
+                &cx.task().goal,
+            );
+            let input = input::input(cx, request, state, &milestone, &offered.tools);
+            Some((milestone, attempt, input, offered))
         })
         .await
 }
@@ -318,12 +334,13 @@ fn settle(
         }
         (Ok(steps), Some(fp)) => {
             attach(state, milestone_id, ask, failure, steps.clone());
-            record.push(
-                STEPS_PLANNED,
-                json!({"milestone": milestone_id, "attempt": attempt,
-                       "level": level, "fingerprint": fp,
-                       "steps": steps}),
-            );
+            let granted = offer::grant(state, milestone_id, steps, proposal.extra);
+            let mut planned = json!({"milestone": milestone_id, "attempt": attempt,
+                                     "level": level, "fingerprint": fp, "steps": steps});
+            if !granted.is_empty() {
+                planned["granted"] = json!(granted);
+            }
+            record.push(STEPS_PLANNED, planned);
             if let Some(level) = level {
                 record.plan_version =
                     Some((level.as_str().to_string(), failure.and_then(|f| f.seq)));

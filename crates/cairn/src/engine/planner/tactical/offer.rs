@@ -1,0 +1,134 @@
+//! The tools a tactical call may answer with. A first list gets the milestone's grant. A repair
+//! changes the question, not only its wording: on the real 1.5B model, L1 and L2 answered the
+//! call that had just failed ("not found" from a distractor the plan granted, such as
+//! `get_customer` for an order id), and the ladder ran out on the same call three times. So a
+//! repair is also offered up to [`MAX_EXTRA`] read-only tools the milestone was not granted,
+//! the most relevant to the goal and the milestone first (read-only tools are within least
+//! privilege for every goal), not counting one that already failed in this milestone. The
+//! grant stays offered: a "not found" may mean wrong arguments as well as a wrong tool. A tool
+//! from the extras that an accepted list uses is granted to the milestone (`granted` on
+//! `milestone.steps_planned`).
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use super::Ask;
+use crate::domain::plan::{Milestone, Step};
+use crate::engine::runtime::checkpoint::TaskState;
+use crate::engine::runtime::ports::ToolSpec;
+
+/// The most read-only tools a repair is offered beyond the milestone's grant.
+pub const MAX_EXTRA: usize = 3;
+
+/// What one tactical call offers: every tool it may use, and those of them beyond the grant.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Offer {
+    pub tools: Vec<String>,
+    pub extra: Vec<String>,
+}
+
+/// The offer for `milestone` under `ask`. `observations` are the milestone's record
+/// (`{"tool", "ok"}` per call), `specs` every registered tool, `goal` the task's goal.
+pub fn offer<'a>(
+    specs: impl Iterator<Item = &'a ToolSpec>,
+    milestone: &Milestone,
+    observations: &[Value],
+    ask: Ask,
+    goal: &str,
+) -> Offer {
+    let granted = milestone.tools.clone();
+    if ask == Ask::Initial {
+        return Offer {
+            tools: granted,
+            extra: Vec::new(),
+        };
+    }
+    let failed = failing_tools(observations);
+    let mut tools = granted.clone();
+    let about = words(&format!(
+        "{goal} {} {}",
+        milestone.title,
+        milestone.outcome.as_deref().unwrap_or_default()
+    ));
+    let mut candidates: Vec<(usize, &ToolSpec)> = specs
+        .filter(|s| !s.side_effects && !granted.contains(&s.name))
+        .filter(|s| !failed.contains(s.name.as_str()))
+        .map(|s| {
+            let own = words(&format!("{} {}", s.name.replace('_', " "), s.description));
+            (own.intersection(&about).count(), s)
+        })
+        .filter(|(score, _)| *score > 0)
+        .collect();
+    // Most relevant first; the registry's order among equals (the sort is stable).
+    candidates.sort_by_key(|(score, _)| std::cmp::Reverse(*score));
+    let extra: Vec<String> = candidates
+        .into_iter()
+        .take(MAX_EXTRA)
+        .map(|(_, s)| s.name.clone())
+        .collect();
+    tools.extend(extra.iter().cloned());
+    Offer { tools, extra }
+}
+
+/// Grants `milestone_id` the tools of `extra` that `steps` use; returns them. The executor then
+/// allows them like the rest of the grant.
+pub fn grant(
+    state: &mut TaskState,
+    milestone_id: &str,
+    steps: &[Step],
+    extra: &[String],
+) -> Vec<String> {
+    let used: Vec<String> = extra
+        .iter()
+        .filter(|t| steps.iter().any(|s| &s.tool == *t))
+        .cloned()
+        .collect();
+    if let Some(m) = state
+        .plan
+        .as_mut()
+        .and_then(|p| p.milestone_mut(milestone_id))
+    {
+        for tool in &used {
+            if !m.tools.contains(tool) {
+                m.tools.push(tool.clone());
+            }
+        }
+    }
+    used
+}
+
+/// Tools with a failed call in the record and no successful one.
+fn failing_tools(observations: &[Value]) -> BTreeSet<&str> {
+    fn tool(o: &Value) -> Option<&str> {
+        o.get("tool").and_then(Value::as_str)
+    }
+    let ok = |o: &Value, wanted: bool| o.get("ok").and_then(Value::as_bool) == Some(wanted);
+    let succeeded: BTreeSet<&str> = observations
+        .iter()
+        .filter(|o| ok(o, true))
+        .filter_map(tool)
+        .collect();
+    observations
+        .iter()
+        .filter(|o| ok(o, false))
+        .filter_map(tool)
+        .filter(|t| !succeeded.contains(t))
+        .collect()
+}
+
+/// Words worth matching: lowercase, three letters or more, not a function word.
+fn words(text: &str) -> BTreeSet<String> {
+    const SKIP: [&str; 16] = [
+        "the", "and", "for", "with", "from", "that", "this", "its", "their", "what", "which",
+        "who", "get", "are", "was", "has",
+    ];
+    text.to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.len() >= 3 && !SKIP.contains(w))
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

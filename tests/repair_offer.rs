@@ -1,0 +1,97 @@
+//! A repair changes the question, and a question already answered is not replanned, through
+//! the HTTP API against scenario files: a milestone granted only a distractor that answers
+//! "not found" is offered, at its L1, the read-only tools most relevant to the goal (never a
+//! side-effecting one); the scripted model uses the right tool only when it is offered, the
+//! tool is granted to the milestone, and the task ends verified. A read-only goal its first
+//! milestone answered ends verified when a later milestone asks for a new strategy.
+// Test code: a failed set-up is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+mod engine_stack;
+
+use engine_stack::Stack;
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn a_repair_is_offered_a_relevant_reader_and_the_milestone_is_granted_it() {
+    let stack = Stack::start("repair_offer.json").await;
+    let id = stack
+        .submit(
+            "What is the tracking number of order ord-4k2p9?",
+            "v2",
+            50_000,
+        )
+        .await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    assert_eq!(task["result"]["verified"], true, "{task:#}");
+    let events = stack.events(&id).await;
+    let planned: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "milestone.steps_planned")
+        .collect();
+    assert_eq!(planned.len(), 2, "{events:#?}");
+    assert!(
+        planned[0]["data"].get("granted").is_none(),
+        "{:#}",
+        planned[0]
+    );
+    assert_eq!(
+        planned[1]["data"]["level"], "retry_step",
+        "{:#}",
+        planned[1]
+    );
+    assert_eq!(planned[1]["data"]["granted"], json!(["get_order"]));
+    assert_eq!(planned[1]["data"]["steps"][0]["tool"], "get_order");
+    let (_, plan) = stack.get(&format!("/v1/tasks/{id}/plans/2")).await;
+    assert_eq!(
+        plan["plan"]["milestones"][0]["tools"],
+        json!(["get_customer", "get_order"]),
+        "{plan:#}"
+    );
+    // The side-effecting tool was never offered, so never called.
+    let stats = stack.sim.stats();
+    let cancelled = stats.tools.get("cancel_order").map_or(0, |t| t.calls);
+    assert_eq!(cancelled, 0, "{stats:?}");
+    stack.stop().await;
+}
+
+/// A read-only goal its first milestone answered: when the second milestone's ladder asks for
+/// a new strategy, the verifier is asked first, and the task ends verified without a replan.
+#[tokio::test]
+async fn a_question_already_answered_ends_verified_before_a_replan() {
+    let stack = Stack::start("answered_early.json").await;
+    let id = stack
+        .submit(
+            "Which build of the billing service is deployed?",
+            "v2",
+            50_000,
+        )
+        .await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    assert_eq!(task["result"]["verified"], true, "{task:#}");
+    assert_eq!(
+        task["result"]["extra"]["unfinished_milestone"], "m2",
+        "{task:#}"
+    );
+    let events = stack.events(&id).await;
+    let replans = events
+        .iter()
+        .filter(|e| e["kind"] == "repair.started" && e["data"]["level"] == "replan_strategy")
+        .count();
+    assert_eq!(replans, 1, "m2 asked for a new strategy: {events:#?}");
+    let accepted = events
+        .iter()
+        .filter(|e| e["kind"] == "plan.accepted")
+        .count();
+    assert_eq!(accepted, 1, "no second plan: {events:#?}");
+    let verdicts: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "verifier.decided")
+        .collect();
+    assert_eq!(verdicts.len(), 1, "{events:#?}");
+    assert_eq!(verdicts[0]["data"]["verified"], true);
+    stack.stop().await;
+}
