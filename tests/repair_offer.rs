@@ -95,3 +95,38 @@ async fn a_question_already_answered_ends_verified_before_a_replan() {
     assert_eq!(verdicts[0]["data"]["verified"], true);
     stack.stop().await;
 }
+
+/// A milestone that set out to make a change is not done by reads alone: a repair that reads
+/// instead of refunding passes no check, and the refund of the order the read returned does.
+#[tokio::test]
+async fn a_milestone_that_set_out_to_change_is_not_passed_by_a_read() {
+    let stack = Stack::start("change_not_by_reads.json").await;
+    let id = stack
+        .submit(
+            "Find the latest order of customer C-1042, refund it and report the refund id",
+            "v2",
+            50_000,
+        )
+        .await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    let events = stack.events(&id).await;
+    let decided: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "monitor.decided")
+        .collect();
+    assert!(
+        decided.iter().any(|e| e["data"]["decision"] == "failing"
+            && e["data"]["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("no change was made"))),
+        "{decided:#?}"
+    );
+    assert_eq!(
+        decided.last().map(|e| &e["data"]["decision"]),
+        Some(&json!("passed"))
+    );
+    let refunds = stack.sim.stats().tools["refund_order"].calls;
+    assert_eq!(refunds, 2, "the guessed refund and the right one");
+    stack.stop().await;
+}

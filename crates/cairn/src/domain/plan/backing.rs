@@ -138,10 +138,18 @@ fn fold_toolless(plan: &mut Plan, open: &dyn Fn(&super::Milestone) -> bool) -> V
 }
 
 /// Whether a milestone's steps succeeded: none of `steps` failed, one is done, the latest
-/// observation (`{"step", "ok", "output", "artifacts"}`) of every done step reports no trouble
-/// in its output ([`reported_trouble`]), and one returned a non-empty output or artifacts.
-/// `Err` says what is missing, for the repair that follows.
-pub fn steps_succeeded(steps: &[Step], observations: &[Value]) -> Result<(), String> {
+/// observation (`{"step", "tool", "ok", "output", "artifacts"}`) of every done step reports no
+/// trouble in its output ([`reported_trouble`]), one returned a non-empty output or artifacts,
+/// and, when the milestone set out to make a change (`writers`: the side-effecting tools its
+/// steps called or call), one of them succeeded: a change is not made by reads alone
+/// (measured live on the 1.5B model: a repair replaced a failed `cancel_order` by a
+/// `list_orders` that succeeded, and the goal verifier then believed the order refunded). `Err` says what is missing, for the repair
+/// that follows.
+pub fn steps_succeeded(
+    steps: &[Step],
+    observations: &[Value],
+    writers: &[&str],
+) -> Result<(), String> {
     let failed: Vec<&str> = steps
         .iter()
         .filter(|s| s.status == StepStatus::Failed)
@@ -178,6 +186,17 @@ pub fn steps_succeeded(steps: &[Step], observations: &[Value]) -> Result<(), Str
                 "step {id} answered, but its output reports {trouble}"
             ));
         }
+    }
+    let wrote = latest.values().any(|o| {
+        o.get("tool")
+            .and_then(Value::as_str)
+            .is_some_and(|tool| writers.contains(&tool))
+    });
+    if !writers.is_empty() && !wrote {
+        return Err(format!(
+            "no change was made: no call of {} succeeded",
+            writers.join(", ")
+        ));
     }
     let answered = latest.values().any(|o| {
         ["output", "artifacts"]

@@ -136,7 +136,30 @@ async fn perform(cx: &Attempt, subject: &Subject<'_>) -> Result<Performed, Halt>
             }
             Check::StepsSucceeded => {
                 // Read off the milestone's own steps: no call, nothing to charge.
-                let result = steps_succeeded(&subject.milestone.steps, &subject.run.observations);
+                // The side-effecting tools this milestone set out to call: in its current
+                // list, or in a call it sent (one a repair may since have dropped; a step the
+                // executor refused was never sent).
+                let sent = subject
+                    .run
+                    .observations
+                    .iter()
+                    .filter(|o| o.get("ok").is_some());
+                let tried = subject
+                    .milestone
+                    .steps
+                    .iter()
+                    .map(|s| s.tool.as_str())
+                    .chain(sent.filter_map(|o| o.get("tool").and_then(Value::as_str)));
+                let mut writers: Vec<&str> = tried
+                    .filter(|t| cx.specs.get(*t).is_some_and(|spec| spec.side_effects))
+                    .collect();
+                writers.sort_unstable();
+                writers.dedup();
+                let result = steps_succeeded(
+                    &subject.milestone.steps,
+                    &subject.run.observations,
+                    &writers,
+                );
                 external.insert(index, ExternalResult::Steps(result));
                 continue;
             }

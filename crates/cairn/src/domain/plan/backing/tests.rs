@@ -102,16 +102,16 @@ fn steps_succeeded_needs_no_failure_and_some_output() {
     let out = |id: &str, output: Value| json!({"step": id, "ok": true, "output": output});
     let steps = [step("s1", "done"), step("s2", "pending")];
     assert_eq!(
-        steps_succeeded(&steps, &[out("s1", json!({"id": "u-1"}))]),
+        steps_succeeded(&steps, &[out("s1", json!({"id": "u-1"}))], &[]),
         Ok(())
     );
-    assert!(steps_succeeded(&steps, &[out("s1", json!({}))]).is_err());
-    assert!(steps_succeeded(&[step("s1", "pending")], &[]).is_err());
+    assert!(steps_succeeded(&steps, &[out("s1", json!({}))], &[]).is_err());
+    assert!(steps_succeeded(&[step("s1", "pending")], &[], &[]).is_err());
     let failed = [step("s1", "done"), step("s2", "failed")];
-    let err = steps_succeeded(&failed, &[out("s1", json!("u-1"))]).unwrap_err();
+    let err = steps_succeeded(&failed, &[out("s1", json!("u-1"))], &[]).unwrap_err();
     assert!(err.contains("s2"), "{err}");
     let with_artifacts = json!({"step": "s1", "ok": true, "output": {}, "artifacts": {"a": 1}});
-    assert_eq!(steps_succeeded(&steps, &[with_artifacts]), Ok(()));
+    assert_eq!(steps_succeeded(&steps, &[with_artifacts], &[]), Ok(()));
 }
 
 #[test]
@@ -136,6 +136,7 @@ fn an_answer_reporting_trouble_in_its_body_is_not_a_success() {
         steps_succeeded(
             &steps,
             &[json!({"step": "s1", "ok": true, "output": output})],
+            &[],
         )
     };
     let moved = said(json!({"status": "moved", "remedy": "call again with api = \"v2\""}));
@@ -157,5 +158,20 @@ fn an_answer_reporting_trouble_in_its_body_is_not_a_success() {
         json!({"step": "s1", "ok": true, "output": {"status": "moved"}}),
         json!({"step": "s1", "ok": true, "output": {"status": "ok", "id": "u-1"}}),
     ];
-    assert_eq!(steps_succeeded(&steps, &fixed), Ok(()));
+    assert_eq!(steps_succeeded(&steps, &fixed, &[]), Ok(()));
+}
+
+#[test]
+fn a_milestone_that_set_out_to_change_is_not_done_by_reads_alone() {
+    let steps = [step("s1", "done")];
+    let read = [json!({"step": "s1", "tool": "list_orders", "ok": true,
+                       "output": {"orders": ["ord-7m3q1"]}})];
+    let err = steps_succeeded(&steps, &read, &["refund_order"]).unwrap_err();
+    assert!(
+        err.contains("no change was made") && err.contains("refund_order"),
+        "{err}"
+    );
+    let wrote = [json!({"step": "s1", "tool": "refund_order", "ok": true,
+                        "output": {"refund": "rf-55120k"}})];
+    assert_eq!(steps_succeeded(&steps, &wrote, &["refund_order"]), Ok(()));
 }
