@@ -11,7 +11,7 @@ mod common;
 mod engine_stack;
 
 use engine_stack::Stack;
-use serde_json::{Value, json};
+use serde_json::json;
 
 #[tokio::test]
 async fn a_repair_is_offered_a_relevant_reader_and_the_milestone_is_granted_it() {
@@ -26,24 +26,12 @@ async fn a_repair_is_offered_a_relevant_reader_and_the_milestone_is_granted_it()
     let task = stack.finished(&id).await;
     assert_eq!(task["status"], "succeeded", "{task:#}");
     assert_eq!(task["result"]["verified"], true, "{task:#}");
-    let events = stack.events(&id).await;
-    let planned: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["kind"] == "milestone.steps_planned")
-        .collect();
-    assert_eq!(planned.len(), 2, "{events:#?}");
-    assert!(
-        planned[0]["data"].get("granted").is_none(),
-        "{:#}",
-        planned[0]
-    );
-    assert_eq!(
-        planned[1]["data"]["level"], "retry_step",
-        "{:#}",
-        planned[1]
-    );
-    assert_eq!(planned[1]["data"]["granted"], json!(["get_order"]));
-    assert_eq!(planned[1]["data"]["steps"][0]["tool"], "get_order");
+    let planned = stack.events_of(&id, "milestone.steps_planned").await;
+    assert_eq!(planned.len(), 2, "{planned:#?}");
+    assert!(planned[0].get("granted").is_none(), "{:#}", planned[0]);
+    assert_eq!(planned[1]["level"], "retry_step", "{:#}", planned[1]);
+    assert_eq!(planned[1]["granted"], json!(["get_order"]));
+    assert_eq!(planned[1]["steps"][0]["tool"], "get_order");
     let (_, plan) = stack.get(&format!("/v1/tasks/{id}/plans/2")).await;
     assert_eq!(
         plan["plan"]["milestones"][0]["tools"],
@@ -76,23 +64,20 @@ async fn a_question_already_answered_ends_verified_before_a_replan() {
         task["result"]["extra"]["unfinished_milestone"], "m2",
         "{task:#}"
     );
-    let events = stack.events(&id).await;
-    let replans = events
+    let repairs = stack.events_of(&id, "repair.started").await;
+    let l3 = repairs
         .iter()
-        .filter(|e| e["kind"] == "repair.started" && e["data"]["level"] == "replan_strategy")
+        .filter(|r| r["level"] == "replan_strategy")
         .count();
-    assert_eq!(replans, 1, "m2 asked for a new strategy: {events:#?}");
-    let accepted = events
-        .iter()
-        .filter(|e| e["kind"] == "plan.accepted")
-        .count();
-    assert_eq!(accepted, 1, "no second plan: {events:#?}");
-    let verdicts: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["kind"] == "verifier.decided")
-        .collect();
-    assert_eq!(verdicts.len(), 1, "{events:#?}");
-    assert_eq!(verdicts[0]["data"]["verified"], true);
+    assert_eq!(l3, 1, "m2 asked for a new strategy: {repairs:#?}");
+    assert_eq!(
+        stack.events_of(&id, "plan.accepted").await.len(),
+        1,
+        "no second plan"
+    );
+    let verdicts = stack.events_of(&id, "verifier.decided").await;
+    assert_eq!(verdicts.len(), 1, "{verdicts:#?}");
+    assert_eq!(verdicts[0]["verified"], true);
     stack.stop().await;
 }
 
@@ -110,20 +95,16 @@ async fn a_milestone_that_set_out_to_change_is_not_passed_by_a_read() {
         .await;
     let task = stack.finished(&id).await;
     assert_eq!(task["status"], "succeeded", "{task:#}");
-    let events = stack.events(&id).await;
-    let decided: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["kind"] == "monitor.decided")
-        .collect();
+    let decided = stack.events_of(&id, "monitor.decided").await;
     assert!(
-        decided.iter().any(|e| e["data"]["decision"] == "failing"
-            && e["data"]["reason"]
+        decided.iter().any(|d| d["decision"] == "failing"
+            && d["reason"]
                 .as_str()
                 .is_some_and(|r| r.contains("no change was made"))),
         "{decided:#?}"
     );
     assert_eq!(
-        decided.last().map(|e| &e["data"]["decision"]),
+        decided.last().map(|d| &d["decision"]),
         Some(&json!("passed"))
     );
     let refunds = stack.sim.stats().tools["refund_order"].calls;

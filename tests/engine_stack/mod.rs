@@ -172,6 +172,16 @@ impl Stack {
         }
     }
 
+    /// The data of a task's events of one kind, in order.
+    pub async fn events_of(&self, id: &str, kind: &str) -> Vec<Value> {
+        self.events(id)
+            .await
+            .into_iter()
+            .filter(|e| e["kind"] == kind)
+            .map(|e| e["data"].clone())
+            .collect()
+    }
+
     /// Every event of a task, through the API's JSON pages.
     pub async fn events(&self, id: &str) -> Vec<Value> {
         let mut out = Vec::new();
