@@ -62,7 +62,7 @@ impl Default for EngineSettings {
             explore_repeats: false,
             max_parallel: 4,
             direct_max_tool_calls: 3,
-            direct_cold_start_calls: 1,
+            direct_cold_start_calls: 0,
             direct_min_success: 0.9,
             direct_success_prior: 0.5,
             direct_prior_weight: 2.0,

@@ -15,14 +15,13 @@
 //!
 //! A goal neither source expects any tool call for (a knowledge question) goes direct: with no
 //! tool to call and nothing to write there is nothing a plan could schedule, and the goal
-//! verifier still judges the answer. A read-only goal of one estimated call goes direct too
-//! until its kind's own direct record says otherwise (its success rate below 0.9): planning a
-//! single lookup costs a strategic and a tactical call and adds a check to fail (measured live
-//! on the 1.5B model: the planned route verified 2 of 24 fair-suite tasks where the act loop
-//! verified 19 of 25), and a kind with no record would otherwise never earn one. Not two: on
-//! the competent profile a two-call read whose resource vanished mid-way needed four calls,
-//! beyond the direct loop's three, and was lost there while the planner recovered it.
-//! A goal of three calls needs a record: the direct success rate of its kind is estimated with a
+//! verifier still judges the answer. An operator may send read-only goals of few estimated
+//! calls direct until their kind's own record says otherwise (`cold_start_tool_calls`): on the
+//! real 1.5B model the planned route verified 2 of 24 fair-suite tasks where the act loop
+//! verified 19 of 25. Off by default: with the 0.5B model the direct route answered a one-call
+//! lookup with the wrong owner and its verifier passed it, a false success the planned route
+//! does not make.
+//! Otherwise a goal of calls needs a record: the direct success rate of its kind is estimated with a
 //! Beta prior ([`direct_estimate`]), by default worth two pseudo-outcomes at 0.5, so a kind with
 //! no direct outcomes reads 0.5 (below the 0.9 needed) and earns the direct route with its own
 //! successes (8 of 8 reach 0.9).
@@ -109,7 +108,7 @@ impl Default for GateThresholds {
     fn default() -> Self {
         Self {
             max_direct_tool_calls: 3,
-            cold_start_tool_calls: 1,
+            cold_start_tool_calls: 0,
             min_direct_success: 0.9,
             prior_direct_success: 0.5,
             prior_weight: 2.0,

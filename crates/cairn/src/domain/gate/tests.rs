@@ -79,7 +79,15 @@ fn three(successes: u64, total: u64) -> GateFeatures {
 
 #[test]
 fn a_read_of_few_calls_goes_direct_until_its_record_says_otherwise() {
-    let t = GateThresholds::default();
+    assert_eq!(
+        GateThresholds::default().cold_start_tool_calls,
+        0,
+        "off by default"
+    );
+    let t = GateThresholds {
+        cold_start_tool_calls: 1,
+        ..GateThresholds::default()
+    };
     let cold = route(features(1, false, 1), &t);
     assert_eq!(cold.route, Route::Direct, "one call, no record");
     assert_eq!(
@@ -273,12 +281,7 @@ fn a_goal_with_no_tool_call_goes_direct_without_history_but_writes_still_plan() 
     // A write, or several targets, plans even when no tool call is expected.
     assert_eq!(route(features(0, true, 1), &t).route, Route::Plan);
     assert_eq!(route(features(0, false, 2), &t).route, Route::Plan);
-    // One expected call with no history goes direct on the cold-start rule, not this one.
-    assert_eq!(
-        route(features(1, false, 1), &t).reasons,
-        vec![GateReason::ColdStart {
-            estimated: 1,
-            max: 1
-        }]
-    );
+    // One expected call with no history is not enough for the direct route (unless an
+    // operator turns the cold-start rule on).
+    assert_eq!(route(features(1, false, 1), &t).route, Route::Plan);
 }
