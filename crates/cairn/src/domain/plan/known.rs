@@ -52,7 +52,8 @@ impl KnownTools {
     /// tool declares no artifacts (nothing is known of what it names them), or one declares
     /// it. Otherwise what the granted tools declare, for the planner to choose from.
     pub(super) fn undeclared(&self, artifact: &str, granted: &[String]) -> Option<Vec<String>> {
-        if granted.is_empty() || granted.iter().any(|t| !self.artifacts.contains_key(t)) {
+        if granted.is_empty() || self.declares_nothing(granted) || self.declares(artifact, granted)
+        {
             return None;
         }
         let produced: BTreeSet<&String> = granted
@@ -60,9 +61,6 @@ impl KnownTools {
             .filter_map(|tool| self.artifacts.get(tool))
             .flatten()
             .collect();
-        if produced.iter().any(|name| name.as_str() == artifact) {
-            return None;
-        }
         Some(produced.into_iter().take(10).cloned().collect())
     }
 
