@@ -82,6 +82,7 @@ const EXPECTED: &[(&str, &str, Option<Scope>)] = &[
         Some(Scope::Read),
     ),
     ("GET", "/v1/tasks/{id}/ledger", Some(Scope::Read)),
+    ("GET", "/v1/tasks/{id}/artifacts", Some(Scope::Read)),
     ("GET", "/v1/stats", Some(Scope::Read)),
     ("GET", "/v1/stats/gate", Some(Scope::Read)),
     ("GET", "/v1/rollout", Some(Scope::Admin)),

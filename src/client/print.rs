@@ -40,10 +40,62 @@ pub fn task_lines(task: &Value) -> Vec<String> {
         let names: Vec<&str> = tools.iter().filter_map(Value::as_str).collect();
         lines.push(format!("tools     {}", names.join(", ")));
     }
+    if let Some(progress) = task.get("progress").filter(|p| p.is_object()) {
+        lines.push(format!("progress  {}", progress_text(progress)));
+    }
     let finished = text(task, "finished_at");
     if !finished.is_empty() {
         lines.push(format!("finished  {finished}"));
+        lines.extend(produced_lines(task.get("result").unwrap_or(&Value::Null)));
         lines.push(result_line(&text(task, "status"), Some(task)));
+    }
+    lines
+}
+
+/// `execute: 1 of 3 milestones done, under way m2 (Edit B); spent tokens 900, tool_calls 2,
+/// wall_ms 1200`.
+fn progress_text(progress: &Value) -> String {
+    let spent = progress.get("spent").cloned().unwrap_or(Value::Null);
+    let current: Vec<String> = progress
+        .get("current")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|m| format!("{} ({})", text(m, "id"), clip(&text(m, "title"))))
+        .collect();
+    let under_way = match current.is_empty() {
+        true => String::new(),
+        false => format!(", under way {}", current.join(", ")),
+    };
+    format!(
+        "{}: {} of {} milestones done{under_way}; spent tokens {}, tool_calls {}, wall_ms {}",
+        text(progress, "phase"),
+        text(progress, "milestones_done"),
+        text(progress, "milestones_total"),
+        text(&spent, "tokens"),
+        text(&spent, "tool_calls"),
+        text(&spent, "wall_ms")
+    )
+}
+
+/// What a finished task produced: its answer, or its artifacts a line each.
+fn produced_lines(result: &Value) -> Vec<String> {
+    let answer = result
+        .get("answer")
+        .filter(|a| !a.is_null())
+        .or_else(|| result.get("extra").and_then(|e| e.get("answer")));
+    let mut lines: Vec<String> = answer
+        .map(|a| format!("answer    {}", clip(&a.to_string())))
+        .into_iter()
+        .collect();
+    let artifacts = result.get("artifacts").and_then(Value::as_object);
+    for (milestone, named) in artifacts.into_iter().flatten() {
+        for (name, value) in named.as_object().into_iter().flatten() {
+            lines.push(format!(
+                "artifact  {milestone}.{name} = {}",
+                clip(&value.to_string())
+            ));
+        }
     }
     lines
 }
@@ -110,6 +162,23 @@ mod tests {
         assert_eq!(
             lines.last().unwrap(),
             "result: failed, verified: no, reason: check failed"
+        );
+    }
+
+    #[test]
+    fn a_task_shows_its_progress_and_what_it_produced() {
+        let task = json!({"id": "t1", "status": "succeeded", "strategy": "v2", "goal": "g",
+            "budget": {"tokens": 5, "tool_calls": 1, "wall_ms": 9},
+            "created_at": "c", "finished_at": "f",
+            "progress": {"phase": "execute", "milestones_done": 1, "milestones_total": 2,
+                "current": [{"id": "m2", "title": "Edit B"}], "steps_completed": 1,
+                "spent": {"tokens": 900, "tool_calls": 2, "wall_ms": 1200}},
+            "result": {"verified": true, "artifacts": {"m1": {"owner": "alice"}}}});
+        let lines = task_lines(&task);
+        assert!(lines.contains(&"progress  execute: 1 of 2 milestones done, under way m2 (Edit B); spent tokens 900, tool_calls 2, wall_ms 1200".to_string()), "{lines:#?}");
+        assert!(
+            lines.contains(&"artifact  m1.owner = \"alice\"".to_string()),
+            "{lines:#?}"
         );
     }
 }

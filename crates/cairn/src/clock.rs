@@ -4,7 +4,7 @@
 //! the caller, never from the database's `now()`. Production uses [`SystemClock`]; tests use
 //! [`ManualClock`] to expire leases deterministically instead of sleeping.
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, SubsecRound, Utc};
 use std::sync::Mutex;
 
 /// A source of the current time.
@@ -17,10 +17,11 @@ pub trait Clock: Send + Sync + 'static {
 pub struct SystemClock;
 
 impl Clock for SystemClock {
-    // The one place that reads the wall clock.
+    // The one place that reads the wall clock. Whole milliseconds: what SQLite keeps, so both
+    // backends store, order and return the same instants.
     #[allow(clippy::disallowed_methods)]
     fn now(&self) -> DateTime<Utc> {
-        Utc::now()
+        Utc::now().trunc_subsecs(3)
     }
 }
 

@@ -13,6 +13,7 @@ pub struct Event {
     pub kind: String,
     #[schema(value_type = Object)]
     pub data: Value,
+    #[serde(serialize_with = "crate::domain::instant::millis")]
     pub created_at: DateTime<Utc>,
 }
 

@@ -15,8 +15,10 @@
 pub mod dialect;
 pub mod event;
 pub mod gate;
+pub mod instant;
 pub mod ledger;
 pub mod plan;
+pub mod progress;
 pub mod repair;
 pub mod report;
 pub mod settings;

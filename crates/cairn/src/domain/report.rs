@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::gate::Route;
 use super::ledger::PerUnit;
+pub use super::progress::{CurrentMilestone, Phase, Progress, SpendView};
 use super::task::TaskStatus;
 
 /// Spend per ledger unit: the one per-unit type of the ledger, the checkpoint and the reports.
@@ -17,6 +18,16 @@ impl PerUnit<u64> {
         self.tokens += other.tokens;
         self.tool_calls += other.tool_calls;
         self.wall_ms += other.wall_ms;
+    }
+}
+
+impl From<Spend> for SpendView {
+    fn from(spend: Spend) -> Self {
+        SpendView {
+            tokens: spend.tokens,
+            tool_calls: spend.tool_calls,
+            wall_ms: spend.wall_ms,
+        }
     }
 }
 

@@ -218,10 +218,14 @@ pub struct Task {
     #[schema(value_type = Object)]
     pub metadata: Value,
     pub status: TaskStatus,
+    #[serde(serialize_with = "crate::domain::instant::millis")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::domain::instant::millis")]
     pub updated_at: DateTime<Utc>,
     /// When a worker first claimed the task.
+    #[serde(serialize_with = "crate::domain::instant::millis_opt")]
     pub started_at: Option<DateTime<Utc>>,
+    #[serde(serialize_with = "crate::domain::instant::millis_opt")]
     pub finished_at: Option<DateTime<Utc>>,
     /// The latest plan version, if the task has been planned.
     pub plan_version: Option<i32>,
@@ -236,6 +240,11 @@ pub struct Task {
     /// registered tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
+    /// How far the task has come, as of its last commit: milestones done of the plan's, the
+    /// ones under way, spend so far per unit. On `GET /v1/tasks/{id}` once a worker has
+    /// checkpointed the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<crate::domain::progress::Progress>,
 }
 
 /// What the API hands the store to create a task.

@@ -179,6 +179,11 @@ pub const ACCESS: &[(&str, &str, Access)] = &[
         Access::Scope(Scope::Read),
     ),
     ("GET", "/v1/tasks/{id}/ledger", Access::Scope(Scope::Read)),
+    (
+        "GET",
+        "/v1/tasks/{id}/artifacts",
+        Access::Scope(Scope::Read),
+    ),
     ("GET", "/v1/stats", Access::Scope(Scope::Read)),
     ("GET", "/v1/stats/gate", Access::Scope(Scope::Read)),
     ("GET", "/v1/rollout", Access::Scope(Scope::Admin)),

@@ -171,3 +171,28 @@ pub enum StoreFailure {
     #[response(status = 500, content_type = "application/problem+json")]
     Internal(Problem),
 }
+
+/// A name `?kinds=` takes: an event kind or a family of them (documentation only; parsed by
+/// [`crate::http::events::filter::KindFilter`]).
+pub struct EventKindName;
+
+impl PartialSchema for EventKindName {
+    fn schema() -> RefOr<Schema> {
+        let names = crate::domain::event::kinds::ALL
+            .into_iter()
+            .chain(crate::http::events::filter::families());
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some(names))
+            .description(Some(
+                "An event kind (`step.finished`) or a family (`ledger`: every `ledger.*`).",
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for EventKindName {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("EventKindName")
+    }
+}

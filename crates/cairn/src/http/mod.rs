@@ -14,6 +14,7 @@
 //!
 //! Every protected route is scoped to the tenant of the caller's API key ([`auth`]).
 
+pub mod artifacts;
 pub mod auth;
 pub mod auth_doc;
 pub mod auth_start;

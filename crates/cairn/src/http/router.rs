@@ -25,8 +25,8 @@ use super::guard::{self, Guard};
 use super::health::OpenApiDocument;
 use super::state::{AppState, ShutdownSignal};
 use super::{
-    auth, auth_doc, events, extract, health, ledger, plan_diff, plans, rollout, shadow, stats,
-    stream_token, tasks, tools,
+    artifacts, auth, auth_doc, events, extract, health, ledger, plan_diff, plans, rollout, shadow,
+    stats, stream_token, tasks, tools,
 };
 
 #[derive(OpenApi)]
@@ -58,6 +58,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(tasks::cancel_task))
         .routes(routes!(events::task_events))
         .routes(routes!(stream_token::create))
+        .routes(routes!(artifacts::list_artifacts))
         .routes(routes!(plans::list_plans))
         .routes(routes!(plans::get_plan))
         .routes(routes!(tools::list_tools))

@@ -28,6 +28,7 @@ pub const TTL_SECONDS: i64 = 300;
 pub struct StreamTokenView {
     /// Pass as `?token=` to the events route of this task (and only this task).
     pub token: String,
+    #[serde(serialize_with = "crate::domain::instant::millis")]
     pub expires_at: DateTime<Utc>,
     /// The events URL with the token, ready for `new EventSource(url)`.
     pub url: String,

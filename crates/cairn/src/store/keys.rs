@@ -109,7 +109,9 @@ pub struct ApiKey {
     pub tenant_id: String,
     pub scopes: Vec<Scope>,
     pub name: Option<String>,
+    #[serde(serialize_with = "crate::domain::instant::millis")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::domain::instant::millis_opt")]
     pub revoked_at: Option<DateTime<Utc>>,
 }
 

@@ -25,11 +25,13 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 use utoipa::ToSchema;
 
-use crate::domain::event::{Event, NewEvent};
+use crate::domain::event::Event;
 use crate::domain::task::{Lease, NewTask, Task, TaskId, TaskStatus};
 use keys::{ApiKey, NewApiKey, NewStreamToken, StoredApiKey, StreamToken};
 
+mod change;
 mod claim;
+pub use change::{Change, Claimed, Commit, LeaseStatus, StateJson};
 mod fault;
 pub mod keys;
 mod node;
@@ -102,63 +104,6 @@ pub enum CancelOutcome {
     Cancelled(Task),
 }
 
-/// A task a worker just claimed, with its lease and the engine's last checkpoint.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Claimed {
-    pub task: Task,
-    pub lease: Lease,
-    pub state: Option<Value>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeaseStatus {
-    Held,
-    Lost,
-}
-
-/// The engine's checkpoint as JSON text. The engine serializes its state once, straight to
-/// text (no [`Value`] tree on the way), and the stores keep the text as it is (Postgres `text`,
-/// SQLite `TEXT`); the next claim parses it back ([`Claimed::state`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StateJson(String);
-
-impl StateJson {
-    pub fn of<T: Serialize + ?Sized>(state: &T) -> Result<Self, serde_json::Error> {
-        serde_json::to_string(state).map(Self)
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-/// Everything one fenced worker write changes, committed in one transaction.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Change {
-    /// New status. A terminal status also sets `finished_at` and releases the lease.
-    pub status: Option<TaskStatus>,
-    /// The task's final report (set with a terminal status).
-    pub result: Option<Value>,
-    /// The engine's checkpoint, read back by the next claim.
-    pub state: Option<StateJson>,
-    /// A new immutable plan version; also becomes the task's current `plan_version`.
-    pub plan_version: Option<NewPlanVersion>,
-    pub events: Vec<NewEvent>,
-    pub ledger: Vec<NewLedgerEntry>,
-    pub artifacts: Vec<NewArtifact>,
-    /// Clear the lease (with `status: Some(Queued)` this hands the task back at shutdown).
-    pub release: bool,
-}
-
-/// The outcome of a fenced write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Commit {
-    /// Applied; the events got `seq` values `first_seq..=last_seq` (empty when no events).
-    Applied { first_seq: i64, last_seq: i64 },
-    /// The lease was lost (expired and reclaimed, or the task was cancelled): nothing written.
-    LeaseLost,
-}
-
 /// A hint that something changed. Receivers re-read rows; a hint is never the data itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Wakeup {
@@ -203,6 +148,14 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Created, StoreError>;
 
     async fn get_task(&self, tenant_id: &str, id: TaskId) -> Result<Option<Task>, StoreError>;
+
+    /// The engine's latest checkpoint of a tenant's task, as committed (`None` when the task
+    /// does not exist or was never checkpointed): what the task's progress is read from.
+    async fn get_checkpoint(
+        &self,
+        tenant_id: &str,
+        id: TaskId,
+    ) -> Result<Option<Value>, StoreError>;
 
     /// Tasks of a tenant, newest first, at most `query.limit`.
     async fn list_tasks(&self, tenant_id: &str, query: &TaskQuery)

@@ -17,6 +17,7 @@ pub struct PlanVersionRecord {
     pub caused_by_seq: Option<i64>,
     #[schema(value_type = Object)]
     pub plan: Value,
+    #[serde(serialize_with = "crate::domain::instant::millis")]
     pub created_at: DateTime<Utc>,
 }
 
@@ -40,6 +41,7 @@ pub struct LedgerEntry {
     /// `tokens`, `tool_calls` or `wall_ms`.
     pub unit: String,
     pub amount: i64,
+    #[serde(serialize_with = "crate::domain::instant::millis")]
     pub created_at: DateTime<Utc>,
 }
 
@@ -57,8 +59,10 @@ pub struct Artifact {
     pub task_id: uuid::Uuid,
     pub milestone_id: String,
     pub name: String,
-    #[schema(value_type = Object)]
+    /// Any JSON value: what the tool returned under that name.
+    #[schema(value_type = Value)]
     pub value: Value,
+    #[serde(serialize_with = "crate::domain::instant::millis")]
     pub created_at: DateTime<Utc>,
 }
 
@@ -77,6 +81,7 @@ pub struct ToolReceipt {
     pub task_id: uuid::Uuid,
     pub tool: String,
     pub response: Value,
+    #[serde(serialize_with = "crate::domain::instant::millis")]
     pub created_at: DateTime<Utc>,
 }
 

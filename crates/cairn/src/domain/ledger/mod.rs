@@ -219,6 +219,9 @@ impl Account {
 pub struct UnitBook {
     pub total: u64,
     pub reserve: u64,
+    /// Everything the reserve was allocated (at the opening, and by later allocations).
+    #[serde(default)]
+    pub initial_reserve: u64,
     /// Rounding remainder never allocated.
     pub unallocated: u64,
     /// Task-level spend (charges without a milestone).
@@ -314,6 +317,9 @@ pub struct Ledger {
 mod ops;
 
 mod reads;
+
+mod summary;
+pub use summary::{LedgerSummary, MilestoneFigures, UnitSummary};
 
 #[cfg(test)]
 mod tests;

@@ -123,6 +123,7 @@ impl Ledger {
                 match target {
                     None => {
                         book.reserve += amount;
+                        book.initial_reserve += amount;
                         book.settle_overhead();
                     }
                     Some(id) => {

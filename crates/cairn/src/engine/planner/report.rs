@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::domain::event::kinds::GATE_OUTCOME;
-use crate::domain::ledger::{Account, Unit};
+use crate::domain::ledger::{Account, Ledger, Unit};
 use crate::domain::plan::Milestone;
 use crate::domain::repair::rung_name;
 use crate::domain::report::Cause;
@@ -71,7 +71,8 @@ pub fn result(state: &TaskState, ending: &Ending) -> Value {
         "milestones": milestones,
         "overhead": state.overhead,
         "spend": ledger::charged(state),
-        "ledger": ledger.and_then(|l| serde_json::to_value(l).ok()),
+        "ledger": ledger.map(Ledger::summary),
+        "artifacts": state.artifacts,
         "metrics": state.metrics,
         "extra": ending.extra,
         "cause": ending.cause,

@@ -361,7 +361,7 @@ fn plan_snapshot(state: &TaskState) -> Value {
         if let Some(ledger) = &state.ledger {
             map.insert(
                 "ledger".into(),
-                serde_json::to_value(ledger).unwrap_or(Value::Null),
+                serde_json::to_value(ledger.summary()).unwrap_or(Value::Null),
             );
         }
         let refs: BTreeMap<&String, Vec<&String>> = state

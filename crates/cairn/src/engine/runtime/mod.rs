@@ -19,6 +19,7 @@ pub mod checkpoint;
 pub mod journal;
 pub mod ledger;
 pub mod ports;
+pub mod progress;
 pub mod receipted;
 pub mod sandbox;
 pub mod turns;

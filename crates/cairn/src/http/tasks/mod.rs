@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::domain::task::{Budget, BudgetRequest, NewTask, Strategy, Task, TaskStatus};
+use crate::engine::runtime::progress::progress_of;
 use crate::http::AppState;
 use crate::http::auth::Principal;
 use crate::http::doc_schemas::{Metadata, StoreFailure};
@@ -238,7 +239,7 @@ pub async fn create_task(
     Ok(response)
 }
 
-/// Reads one task: status, strategy, budget, timestamps, current plan version, result.
+/// Reads one task: status, strategy, budget, timestamps, current plan version, progress, result.
 #[utoipa::path(
     get,
     path = "/v1/tasks/{id}",
@@ -257,7 +258,10 @@ pub async fn get_task(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<Task>, ApiError> {
     let id = parse_task_id(&id)?;
-    Ok(Json(find_task(&state, &principal.tenant, id).await?))
+    let mut task = find_task(&state, &principal.tenant, id).await?;
+    let checkpoint = state.store.get_checkpoint(&principal.tenant, id).await?;
+    task.progress = checkpoint.as_ref().and_then(progress_of);
+    Ok(Json(task))
 }
 
 /// Loads a task of the caller's tenant or answers 404; another tenant's task reads exactly like

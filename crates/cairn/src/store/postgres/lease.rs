@@ -121,7 +121,7 @@ pub(super) async fn claim(
 }
 
 /// The checkpoint column holds JSON text (migration 0005).
-fn checkpoint(text: Option<String>) -> Result<Option<serde_json::Value>, StoreError> {
+pub(super) fn checkpoint(text: Option<String>) -> Result<Option<serde_json::Value>, StoreError> {
     text.map(|text| rules::parse_json("state", &text))
         .transpose()
 }

@@ -187,6 +187,14 @@ impl Store for PgStore {
         tasks::get(&self.pool, tenant_id, id).await
     }
 
+    async fn get_checkpoint(
+        &self,
+        tenant_id: &str,
+        id: TaskId,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        tasks::checkpoint(&self.pool, tenant_id, id).await
+    }
+
     async fn list_tasks(
         &self,
         tenant_id: &str,

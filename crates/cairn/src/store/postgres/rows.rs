@@ -48,6 +48,7 @@ pub(super) fn task(row: &PgRow) -> Result<Task, StoreError> {
         attempts: row.try_get("attempts")?,
         last_seq: row.try_get("last_seq")?,
         tools: rules::stored_tools(row.try_get("tools")?)?,
+        progress: None,
     })
 }
 

@@ -243,6 +243,20 @@ pub(super) async fn get(
     row.as_ref().map(rows::task).transpose()
 }
 
+pub(super) async fn checkpoint(
+    pool: &PgPool,
+    tenant_id: &str,
+    id: TaskId,
+) -> Result<Option<serde_json::Value>, StoreError> {
+    let text: Option<Option<String>> =
+        sqlx::query_scalar("SELECT state FROM tasks WHERE tenant_id = $1 AND id = $2")
+            .bind(tenant_id)
+            .bind(id)
+            .fetch_optional(pool)
+            .await?;
+    super::lease::checkpoint(text.flatten())
+}
+
 pub(super) async fn list(
     pool: &PgPool,
     tenant_id: &str,

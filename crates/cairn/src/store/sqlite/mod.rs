@@ -141,6 +141,14 @@ impl Store for SqliteStore {
         self.get_task_row(tenant_id, id).await
     }
 
+    async fn get_checkpoint(
+        &self,
+        tenant_id: &str,
+        id: TaskId,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        self.checkpoint_row(tenant_id, id).await
+    }
+
     async fn list_tasks(
         &self,
         tenant_id: &str,

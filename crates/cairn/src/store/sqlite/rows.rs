@@ -99,6 +99,7 @@ pub(super) fn task_from_row(row: &SqliteRow) -> Result<Task, StoreError> {
             .transpose()?,
         attempts: small_int("attempts", row.try_get("attempts")?)?,
         tools: rules::stored_tools(row.try_get("tools")?)?,
+        progress: None,
         last_seq: row.try_get("last_seq")?,
     })
 }

@@ -145,6 +145,22 @@ impl SqliteStore {
         .transpose()
     }
 
+    pub(super) async fn checkpoint_row(
+        &self,
+        tenant_id: &str,
+        id: TaskId,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        let row = sqlx::query("SELECT state FROM tasks WHERE tenant_id = ?1 AND id = ?2")
+            .bind(tenant_id)
+            .bind(id_text(id))
+            .fetch_optional(&self.pool)
+            .await?;
+        match row {
+            Some(row) => rows::opt_json(&row, "state"),
+            None => Ok(None),
+        }
+    }
+
     pub(super) async fn list_task_rows(
         &self,
         tenant_id: &str,

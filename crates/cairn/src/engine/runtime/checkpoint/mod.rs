@@ -11,22 +11,10 @@ use crate::domain::gate::GateRecord;
 use crate::domain::ledger::{Ledger, LedgerMovement};
 use crate::domain::plan::Plan;
 use crate::domain::repair::{RepairHistory, RepairLevel, ReplanReason};
-pub use crate::domain::report::{Metrics, Spend};
+pub use crate::domain::report::{Metrics, Phase, Spend};
 use crate::domain::task::TaskStatus;
 use crate::engine::EngineError;
 use crate::store::{NewArtifact, NewLedgerEntry};
-
-/// Where a task stands in the v2 flow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    #[default]
-    Gate,
-    Direct,
-    Plan,
-    Execute,
-    Verify,
-}
 
 /// The repairs of one milestone as the report shows them (the ladder's own bookkeeping is
 /// [`TaskState::ladder`]).

@@ -22,20 +22,27 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::watch;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::IntoParams;
 use uuid::Uuid;
 
 use crate::domain::event::{Event, kinds};
 use crate::http::auth::Principal;
-use crate::http::doc_schemas::{EventFrame, StoreFailure};
+use crate::http::doc_schemas::{EventFrame, EventKindName, StoreFailure};
 use crate::http::error::{ApiError, Problem};
 use crate::http::extract::{ApiPath, ApiQuery, parse_task_id};
 use crate::http::tasks::find_task;
 use crate::http::{AppState, ShutdownSignal};
 use crate::store::{Store, Wakeup};
+
+pub mod filter;
+mod page;
+
+use filter::KindFilter;
+pub use page::EventPage;
+use page::{PageRequest, event_page};
 
 /// Rows read per query while replaying or catching up.
 const READ_BATCH: i64 = 500;
@@ -56,16 +63,10 @@ pub struct EventsQuery {
     /// A stream token from `POST /v1/tasks/{id}/stream-token`, for clients that cannot send an
     /// `Authorization` header (`EventSource`). Valid for this task only, for a few minutes.
     pub token: Option<String>,
-}
-
-/// The JSON form, for clients that poll instead of streaming.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct EventPage {
-    pub items: Vec<Event>,
-    /// Pass as `after` on the next poll: the last `seq` in `items`, or the `after` sent.
-    pub next_after: i64,
-    /// True once the task's terminal event has been delivered: stop polling.
-    pub terminal: bool,
+    /// Only events of these kinds, comma-separated: each an event kind (`step.finished`) or a
+    /// family (`ledger`, every `ledger.*`). The terminal event is always delivered.
+    #[param(value_type = Option<Vec<EventKindName>>, inline, style = Form, explode = false, min_items = 1)]
+    pub kinds: Option<String>,
 }
 
 /// Streams (or pages) a task's events.
@@ -85,7 +86,7 @@ pub struct EventPage {
             (EventPage = "application/json"),
          )),
         (status = 204, description = "The task has ended and every event up to its terminal one was already delivered."),
-        (status = 400, description = "The id is not a UUID, `Last-Event-ID`/`after` is not a non-negative integer, or `limit` is out of range.", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "The id is not a UUID, `Last-Event-ID`/`after` is not a non-negative integer, `limit` is out of range, or `kinds` names no kind or family.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task.", body = Problem, content_type = "application/problem+json"),
         StoreFailure,
     ),
@@ -101,6 +102,7 @@ pub async fn task_events(
 ) -> Result<Response, ApiError> {
     let id = parse_task_id(&id)?;
     let after = start_after(&headers, query.after.as_deref())?;
+    let filter = KindFilter::parse(query.kinds.as_deref())?;
     let max = state.settings.max_page_size;
     let limit = query.limit.unwrap_or(DEFAULT_EVENT_PAGE.min(max));
     if !(1..=max).contains(&limit) {
@@ -109,7 +111,12 @@ pub async fn task_events(
         )));
     }
     if wants_json(&headers) {
-        let page = event_page(&state, &principal.tenant, id, after, limit).await?;
+        let request = PageRequest {
+            after,
+            limit,
+            filter,
+        };
+        let page = event_page(&state, &principal.tenant, id, request).await?;
         return Ok(Json(page).into_response());
     }
     // Before the first read (see the module docs).
@@ -132,6 +139,7 @@ pub async fn task_events(
         tick,
         shutdown: shutdown.map(|Extension(signal)| signal.0),
         done: false,
+        filter,
     };
     let stream = futures_util::stream::unfold(follow, |mut follow| async move {
         let event = follow.next().await?;
@@ -146,26 +154,6 @@ pub async fn task_events(
         .headers_mut()
         .insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(response)
-}
-
-async fn event_page(
-    state: &AppState,
-    tenant: &str,
-    id: Uuid,
-    after: i64,
-    limit: i64,
-) -> Result<EventPage, ApiError> {
-    // The task is read first: if it is terminal then, its terminal event is already stored.
-    let task = find_task(state, tenant, id).await?;
-    let items = state.store.list_events(tenant, id, after, limit).await?;
-    let next_after = items.last().map_or(after, |event| event.seq);
-    let terminal = items.iter().any(|event| kinds::is_terminal(&event.kind))
-        || (task.status.is_terminal() && next_after >= task.last_seq);
-    Ok(EventPage {
-        items,
-        next_after,
-        terminal,
-    })
 }
 
 /// Where to resume: `Last-Event-ID` first (EventSource sends it on reconnect while the URL still
@@ -241,6 +229,8 @@ struct Follow {
     shutdown: Option<watch::Receiver<bool>>,
     /// Set after the terminal event.
     done: bool,
+    /// `?kinds=`: events it does not admit are read past, not sent.
+    filter: KindFilter,
 }
 
 impl Follow {
@@ -253,6 +243,9 @@ impl Follow {
                 if kinds::is_terminal(&event.kind) {
                     self.done = true;
                     self.pending.clear();
+                }
+                if !self.filter.admits(&event.kind) {
+                    continue;
                 }
                 return Some(event);
             }
