@@ -19,6 +19,7 @@ const FLOORS: &[(&str, &[&str])] = &[
     ("domain", &[]),
     // Ports and the neutral helpers beside them.
     ("clock", &[]),
+    ("meters", &["domain"]),
     ("schema", &["domain"]),
     ("secret", &[]),
     ("llm", &["domain", "clock", "schema", "secret"]),
@@ -28,12 +29,14 @@ const FLOORS: &[(&str, &[&str])] = &[
     (
         "engine",
         &[
-            "domain", "clock", "schema", "secret", "llm", "store", "tools",
+            "domain", "clock", "schema", "secret", "meters", "llm", "store", "tools",
         ],
     ),
     (
         "worker",
-        &["domain", "clock", "schema", "secret", "store", "engine"],
+        &[
+            "domain", "clock", "schema", "secret", "meters", "store", "engine",
+        ],
     ),
     // The simulator uses ports only.
     (
@@ -45,7 +48,8 @@ const FLOORS: &[(&str, &[&str])] = &[
     (
         "http",
         &[
-            "domain", "clock", "schema", "secret", "llm", "store", "tools", "engine", "worker",
+            "domain", "clock", "schema", "secret", "meters", "llm", "store", "tools", "engine",
+            "worker",
         ],
     ),
     // Config composes every module's own settings type; it never reaches into the engine.
@@ -59,15 +63,15 @@ const FLOORS: &[(&str, &[&str])] = &[
     (
         "wiring",
         &[
-            "domain", "clock", "schema", "secret", "llm", "store", "tools", "engine", "worker",
-            "sim", "http", "config",
+            "domain", "clock", "schema", "secret", "meters", "llm", "store", "tools", "engine",
+            "worker", "sim", "http", "config",
         ],
     ),
     (
         "server",
         &[
-            "domain", "clock", "schema", "secret", "llm", "store", "tools", "engine", "worker",
-            "sim", "http", "config", "wiring",
+            "domain", "clock", "schema", "secret", "meters", "llm", "store", "tools", "engine",
+            "worker", "sim", "http", "config", "wiring",
         ],
     ),
 ];

@@ -86,6 +86,7 @@ fn params(store: Arc<dyn Store>, engine: Arc<dyn Engine>, clock: Arc<dyn Clock>)
         lease_ttl: Duration::from_secs(10),
         heartbeat: Duration::from_millis(50),
         poll_interval: Duration::from_millis(50),
+        meters: cairn::meters::Meters::new(),
     }
 }
 

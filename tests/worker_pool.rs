@@ -39,6 +39,7 @@ fn pool_params(store: Arc<dyn Store>, workers: usize) -> PoolParams {
         lease_ttl: Duration::from_secs(30),
         heartbeat: Duration::from_millis(500),
         poll_interval: Duration::from_millis(200),
+        meters: cairn::meters::Meters::new(),
     }
 }
 

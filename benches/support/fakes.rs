@@ -120,6 +120,7 @@ impl ModelPort for ZeroModel {
         Ok(ModelReply {
             value,
             tokens: TOKENS_PER_CALL,
+            ..ModelReply::default()
         })
     }
 }
@@ -170,6 +171,7 @@ impl ToolPort for NoopTools {
         }
         let i = call.args["i"].as_u64().unwrap_or_default();
         Ok(ToolReply {
+            from_receipt: false,
             output: json!({"ok": true, "i": i}),
             artifacts: BTreeMap::from([(format!("out_{i}"), json!({"ok": true, "i": i}))]),
             error: None,

@@ -139,6 +139,7 @@ impl Stack {
             store: store.clone(),
             clock: clock.clone(),
             interval: Duration::from_millis(config.reaper_interval_ms),
+            meters: cairn::meters::Meters::new(),
         });
         let pool = WorkerPool::start(cairn::wiring::pool_params(
             config,
@@ -146,6 +147,7 @@ impl Stack {
             engine,
             clock,
             process_worker_id(),
+            cairn::meters::Meters::new(),
         ));
         Stack {
             store,

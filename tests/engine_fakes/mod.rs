@@ -86,7 +86,11 @@ impl ModelPort for FakeModel {
         // A little latency so parallel milestones visibly overlap.
         tokio::time::sleep(Duration::from_millis(20)).await;
         match found {
-            Some((value, tokens)) => Ok(ModelReply { value, tokens }),
+            Some((value, tokens)) => Ok(ModelReply {
+                value,
+                tokens,
+                ..ModelReply::default()
+            }),
             None => Err(PortError::new(
                 FailureKind::Permanent,
                 format!(
@@ -199,6 +203,7 @@ impl ToolPort for FakeTools {
         }
         match call.tool.as_str() {
             "search" | "grep" => Ok(ToolReply {
+                from_receipt: false,
                 output: json!({"files": ["a/config.py", "b/config.py", "c/config.py"]}),
                 artifacts: BTreeMap::from([(
                     "usage_list".to_string(),
@@ -286,6 +291,7 @@ pub async fn run_task(
             store: store.clone(),
             clock: Arc::new(SystemClock),
             stop: rx,
+            meters: cairn::meters::Meters::new(),
         };
         let outcome = engine.run(ctx).await.expect("engine run");
         if let RunOutcome::Finished(_) = outcome {

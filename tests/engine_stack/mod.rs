@@ -14,11 +14,13 @@ use cairn::engine::planner::V2Engine;
 use cairn::engine::runtime::adapters::{ClientTools, LlmModels};
 use cairn::http::AppState;
 use cairn::llm::{Endpoints, LlmClient, RetryPolicy};
+use cairn::meters::Meters;
 use cairn::sim::SimServer;
 use cairn::store::Store;
 use cairn::store::postgres::PgStore;
 use cairn::store::sqlite::SqliteStore;
 use cairn::tools::{StoreReceipts, ToolClient};
+use cairn::wiring::metered::{MeteredModels, MeteredTools};
 use cairn::worker::WorkerPool;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
@@ -76,9 +78,17 @@ impl Stack {
             Some(Arc::new(StoreReceipts(store.clone()))),
             clock.clone(),
         );
+        // Every call counted, as `cairn serve` counts them, for the metrics test.
+        let meters = Meters::new();
         let engine = Arc::new(V2Engine::new(
-            Arc::new(LlmModels::new(llm)),
-            Arc::new(ClientTools::new(tools)),
+            Arc::new(MeteredModels {
+                inner: Arc::new(LlmModels::new(llm)),
+                meters: meters.clone(),
+            }),
+            Arc::new(MeteredTools {
+                inner: Arc::new(ClientTools::new(tools)),
+                meters: meters.clone(),
+            }),
             EngineSettings::default(),
         ));
         let config = Config {
@@ -92,13 +102,16 @@ impl Stack {
             engine,
             clock.clone(),
             "engine-test".into(),
+            meters.clone(),
         ));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let (stop, stopped) = oneshot::channel::<()>();
-        let state = AppState::new(store.clone(), clock, config).with_tools(sim.registry());
+        let state = AppState::new(store.clone(), clock, config)
+            .with_tools(sim.registry())
+            .with_meters(meters);
         tokio::spawn(cairn::http::serve(listener, state, async move {
             let _ = stopped.await;
         }));

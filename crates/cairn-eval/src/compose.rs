@@ -25,6 +25,7 @@ use cairn::engine::runtime::ports::{ModelPort, ToolPort};
 use cairn::engine::runtime::receipted::Receipted;
 use cairn::http::{AppState, HttpSettings};
 use cairn::llm::{Endpoints, LlmClient, LlmError, Purpose};
+use cairn::meters::Meters;
 use cairn::tools::{ReceiptStore, StoreReceipts};
 use cairn::worker::{PoolParams, WorkerPool};
 
@@ -84,6 +85,7 @@ pub async fn evaluate(params: &EvalParams) -> Result<Report, EvalError> {
         lease_ttl: Duration::from_secs(30),
         heartbeat: Duration::from_secs(5),
         poll_interval: Duration::from_millis(50),
+        meters: Meters::new(),
     });
     let api = Api::serve(AppState::new(store.clone(), clock, runner_settings())).await?;
     let owed = Owed {

@@ -6,7 +6,7 @@
 //! | floor | modules |
 //! |---|---|
 //! | pure domain | [`domain`]: tasks, plans, checks, validation, the ledger, gate rules, the repair ladder, fingerprints, diffs, reports, telemetry, settings and the one event catalog |
-//! | ports | [`clock`], [`schema`], [`secret`]; [`llm`] (OpenAI-compatible client), [`store`] (one trait, Postgres and SQLite), [`tools`] (registry, HTTP client, receipts) |
+//! | ports | [`clock`], [`schema`], [`secret`], [`meters`] (what `GET /metrics` shows); [`llm`] (OpenAI-compatible client), [`store`] (one trait, Postgres and SQLite), [`tools`] (registry, HTTP client, receipts) |
 //! | engine | [`engine`]: the contract with the pool, the shared runtime, v2, the baselines, the rollout and the one dispatch |
 //! | worker | [`worker`]: pool, lease heartbeat, reaper |
 //! | sim | [`sim`] (scripted model and tools for scenario demos and tests, ports only) |
@@ -51,6 +51,7 @@ pub mod domain;
 pub mod engine;
 pub mod http;
 pub mod llm;
+pub mod meters;
 pub mod schema;
 pub mod secret;
 pub mod server;

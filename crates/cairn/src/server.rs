@@ -20,6 +20,7 @@ use tokio::net::TcpListener;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
+use crate::meters::Meters;
 use crate::store::{self, Backend, Store, StoreError};
 use crate::wiring::Wired;
 use crate::worker::{Reaper, ReaperParams, WorkerPool, claim_node};
@@ -70,8 +71,8 @@ pub async fn serve(
         config.eval_report.clone(),
     ));
     let shared = rollout.clone();
-    let planning = move |config: &Config, store: Arc<dyn Store>| {
-        crate::wiring::engine(config, store, shared).map_err(ServeError::Engine)
+    let planning = move |config: &Config, store: Arc<dyn Store>, meters: &Meters| {
+        crate::wiring::engine(config, store, shared, meters).map_err(ServeError::Engine)
     };
     serve_with(config, planning, shutdown, rollout).await
 }
@@ -80,14 +81,16 @@ pub async fn serve(
 /// history, such as gate statistics, from it). This is where the planning engine plugs in.
 pub async fn serve_with(
     config: Config,
-    make_engine: impl FnOnce(&Config, Arc<dyn Store>) -> Result<Wired, ServeError>,
+    make_engine: impl FnOnce(&Config, Arc<dyn Store>, &Meters) -> Result<Wired, ServeError>,
     shutdown: impl Future<Output = ()> + Send,
     rollout: Arc<crate::engine::rollout::Rollout>,
 ) -> Result<(), ServeError> {
     let store = open_migrated(&config).await?;
     let auth = crate::http::auth_start::start_mode(config.auth, config.listen_addr, store.as_ref())
         .await?;
-    let Wired { engine, tools } = make_engine(&config, store.clone())?;
+    // This server's figures for `GET /metrics`: one registry, shared by all that records.
+    let meters = Meters::new();
+    let Wired { engine, tools } = make_engine(&config, store.clone(), &meters)?;
     let models = crate::wiring::clients::model_probe(&config).map_err(ServeError::Engine)?;
     let listener = TcpListener::bind(config.listen_addr)
         .await
@@ -109,6 +112,7 @@ pub async fn serve_with(
         store: store.clone(),
         clock: clock.clone(),
         interval: Duration::from_millis(config.reaper_interval_ms),
+        meters: meters.clone(),
     });
     let pool = WorkerPool::start(crate::wiring::pool_params(
         &config,
@@ -116,8 +120,10 @@ pub async fn serve_with(
         engine,
         clock.clone(),
         worker_id.clone(),
+        meters.clone(),
     ));
     let state = crate::http::AppState::new(store.clone(), clock, &config)
+        .with_meters(meters)
         .with_tools(tools)
         .with_rollout(rollout)
         .with_auth(auth);

@@ -45,11 +45,13 @@ impl ModelPort for Fake {
                 kind: FailureKind::InvalidOutput,
                 message: "not JSON: sure, I will search".into(),
                 tokens: 7,
+                split: Default::default(),
             });
         }
         Ok(ModelReply {
             value: json!({"tool": "search", "args": {"q": "bug"}}),
             tokens: 42,
+            ..ModelReply::default()
         })
     }
 }

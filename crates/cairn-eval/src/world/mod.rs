@@ -33,8 +33,8 @@ use sha2::{Digest, Sha256};
 use super::suite::{Suite, SuiteTask, fact_refs};
 use cairn::domain::task::{DEFAULT_TENANT, Strategy, TaskId};
 use cairn::engine::runtime::ports::{
-    FailureKind, ModelCall, ModelPort, ModelReply, PortError, ToolCall, ToolPort, ToolReply,
-    ToolSpec,
+    FailureKind, ModelCall, ModelPort, ModelReply, PortError, TokenSplit, ToolCall, ToolPort,
+    ToolReply, ToolSpec,
 };
 use cairn::store::Store;
 
@@ -331,10 +331,20 @@ impl ModelPort for World {
         let tools =
             offered(&call).unwrap_or_else(|| self.specs.iter().map(|s| s.name.clone()).collect());
         let value = mind.reply(call.purpose, call.milestone.as_deref(), &tools);
-        let chars = context_of(&call).len() + value.to_string().len();
+        let (read, written) = (context_of(&call).len(), value.to_string().len());
         let per = suite.world.chars_per_token.max(1);
-        let tokens = suite.world.tokens_per_call + (chars as u64).div_ceil(per);
-        Ok(ModelReply { value, tokens })
+        let tokens = suite.world.tokens_per_call + ((read + written) as u64).div_ceil(per);
+        // The total is the calibrated figure; the split only tells it apart.
+        let output = (written as u64).div_ceil(per).min(tokens);
+        Ok(ModelReply {
+            value,
+            tokens,
+            split: TokenSplit {
+                input: tokens - output,
+                output,
+            },
+            model: Some("cairn-eval-world".into()),
+        })
     }
 }
 

@@ -327,6 +327,7 @@ fn record(
         revealed.insert("signal".into(), json!(format!("renewed:{fact}")));
     }
     ToolReply {
+        from_receipt: false,
         output: Value::Object(revealed.clone()),
         artifacts: BTreeMap::from([(sid, Value::Object(revealed))]),
         error: None,

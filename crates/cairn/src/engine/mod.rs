@@ -26,6 +26,7 @@ use tokio::sync::watch;
 use crate::clock::Clock;
 use crate::domain::task::{Lease, Task, TaskStatus};
 use crate::engine::runtime::ports::ToolSpec;
+use crate::meters::Meters;
 use crate::store::{Change, Commit, Store, StoreError};
 
 pub mod baselines;
@@ -133,6 +134,8 @@ pub struct RunContext {
     pub store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,
     pub stop: watch::Receiver<StopSignal>,
+    /// Counts what each commit recorded (steps, repairs, gate decisions, the end).
+    pub meters: Meters,
 }
 
 impl RunContext {
@@ -153,6 +156,9 @@ impl RunContext {
 
     /// One fenced write under this attempt's lease, at the clock's current time.
     pub async fn commit(&self, change: Change) -> Result<Applied, Halt> {
+        let tally = self
+            .meters
+            .tally(self.task.strategy.as_str(), &change.events);
         match self
             .store
             .commit(&self.lease, change, self.clock.now())
@@ -161,10 +167,13 @@ impl RunContext {
             Commit::Applied {
                 first_seq,
                 last_seq,
-            } => Ok(Applied {
-                first_seq,
-                last_seq,
-            }),
+            } => {
+                tally.count();
+                Ok(Applied {
+                    first_seq,
+                    last_seq,
+                })
+            }
             Commit::LeaseLost => Err(Halt::LeaseLost),
         }
     }

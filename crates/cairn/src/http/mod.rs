@@ -31,6 +31,7 @@ pub mod idempotency;
 pub mod ledger;
 pub mod limits;
 pub mod limits_doc;
+pub mod metrics;
 pub mod plain;
 pub mod plan_diff;
 pub mod plans;

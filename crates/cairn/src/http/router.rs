@@ -25,8 +25,8 @@ use super::guard::{self, Guard};
 use super::health::OpenApiDocument;
 use super::state::{AppState, ShutdownSignal};
 use super::{
-    artifacts, auth, auth_doc, events, extract, health, ledger, plan_diff, plans, rollout, shadow,
-    stats, stream_token, tasks, tools,
+    artifacts, auth, auth_doc, events, extract, health, ledger, metrics, plan_diff, plans, rollout,
+    shadow, stats, stream_token, tasks, tools,
 };
 
 #[derive(OpenApi)]
@@ -69,6 +69,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::openapi))
+        .routes(routes!(metrics::metrics))
 }
 
 /// The OpenAPI document of [`router`], with the answers of its limits on every route.
@@ -129,6 +130,10 @@ pub fn router(state: AppState) -> Router {
         guard::per_client,
     ))
     .route_layer(guard)
+    .route_layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        metrics::count,
+    ))
     .method_not_allowed_fallback(extract::method_not_allowed)
     .fallback(extract::not_found)
     .layer(Extension(document))

@@ -8,6 +8,7 @@ use crate::clock::Clock;
 use crate::engine::rollout::Rollout;
 use crate::http::auth::{AuthGate, AuthMode};
 use crate::llm::ModelProbe;
+use crate::meters::Meters;
 use crate::store::Store;
 use crate::tools::ToolRegistry;
 
@@ -56,6 +57,9 @@ pub struct AppState {
     /// How requests are authenticated ([`AppState::with_auth`]); dev mode until the store holds
     /// a key by default (see [`crate::http::auth`]).
     pub auth: Arc<AuthGate>,
+    /// What `GET /metrics` shows; the same meters the workers and ports record into
+    /// ([`AppState::with_meters`]).
+    pub meters: Meters,
 }
 
 impl AppState {
@@ -72,6 +76,7 @@ impl AppState {
             rollout: Arc::new(Rollout::default()),
             models: None,
             auth: Arc::new(AuthGate::new(AuthMode::DevUntilKeys)),
+            meters: Meters::new(),
         }
     }
 
@@ -94,6 +99,11 @@ impl AppState {
 
     pub fn with_tools(mut self, tools: Arc<ToolRegistry>) -> Self {
         self.tools = tools;
+        self
+    }
+
+    pub fn with_meters(mut self, meters: Meters) -> Self {
+        self.meters = meters;
         self
     }
 }

@@ -124,6 +124,12 @@ pub trait Store: Send + Sync + 'static {
     /// A cheap round trip, for `/readyz`.
     async fn ping(&self) -> Result<(), StoreError>;
 
+    /// Database connections checked out of the pool now, for `GET /metrics`; `None` where
+    /// the backend cannot tell.
+    fn connections_in_use(&self) -> Option<u32> {
+        None
+    }
+
     /// Inserts the task and its `task.created` event (seq 1) in one transaction. With an
     /// idempotency claim: the same key and hash return the existing task (`created: false`);
     /// the same key with another hash is [`StoreError::IdempotencyConflict`] and writes nothing.

@@ -19,11 +19,15 @@ use crate::engine::rollout::Rollout;
 use crate::engine::runtime::adapters::{ClientTools, LlmModels};
 use crate::engine::runtime::ports::{ModelPort, ToolPort};
 use crate::engine::runtime::sandbox::ShadowTools;
+use crate::meters::Meters;
 use crate::store::Store;
 use crate::tools::{ReceiptStore, StoreReceipts, ToolClient, ToolRegistry};
 use crate::worker::PoolParams;
 
 pub mod clients;
+pub mod metered;
+
+use metered::{MeteredModels, MeteredTools};
 
 pub use clients::{Clients, WiringError};
 
@@ -39,15 +43,25 @@ pub fn engine(
     config: &Config,
     store: Arc<dyn Store>,
     rollout: Arc<Rollout>,
+    meters: &Meters,
 ) -> Result<Wired, WiringError> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let clients = Clients::from_config(config)?;
     let registry = clients.tools.clone();
     let receipts: Arc<dyn ReceiptStore> = Arc::new(StoreReceipts(store));
-    let models: Arc<dyn ModelPort> = Arc::new(LlmModels::new(clients.llm));
+    let models: Arc<dyn ModelPort> = Arc::new(MeteredModels {
+        inner: Arc::new(LlmModels::new(clients.llm)),
+        meters: meters.clone(),
+    });
     let live = ToolClient::new(clients.tools.clone(), Some(receipts), clock);
-    let sandboxed: Arc<dyn ToolPort> = Arc::new(ShadowTools::new(&live)?);
-    let tools: Arc<dyn ToolPort> = Arc::new(ClientTools::new(live));
+    let metered = |inner: Arc<dyn ToolPort>| -> Arc<dyn ToolPort> {
+        Arc::new(MeteredTools {
+            inner,
+            meters: meters.clone(),
+        })
+    };
+    let sandboxed = metered(Arc::new(ShadowTools::new(&live)?));
+    let tools = metered(Arc::new(ClientTools::new(live)));
     let engines = |tools| {
         Engines::new(
             models.clone(),
@@ -78,8 +92,10 @@ pub fn pool_params(
     engine: Arc<dyn Engine>,
     clock: Arc<dyn Clock>,
     worker_id: String,
+    meters: Meters,
 ) -> PoolParams {
     PoolParams {
+        meters,
         store,
         engine,
         clock,

@@ -19,8 +19,9 @@ use tokio::task::JoinSet;
 use super::lease::{HeartbeatParams, spawn_heartbeat};
 use crate::clock::Clock;
 use crate::domain::event::{NewEvent, kinds};
-use crate::domain::task::TaskStatus;
+use crate::domain::task::{Strategy, TaskStatus};
 use crate::engine::{Engine, EngineError, RunContext, RunOutcome, StopSignal};
+use crate::meters::Meters;
 use crate::store::{Change, ClaimParams, Claimed, Commit, Store, Wakeup, retry_transient};
 
 /// Everything a pool needs (the composition root fills the timings from the configuration).
@@ -37,6 +38,8 @@ pub struct PoolParams {
     pub lease_ttl: Duration,
     pub heartbeat: Duration,
     pub poll_interval: Duration,
+    /// What the engines' commits and the settlements count.
+    pub meters: Meters,
 }
 
 /// How a shutdown went.
@@ -200,7 +203,7 @@ async fn idle_wait(shared: &Shared, wakeups: &mut broadcast::Receiver<Wakeup>) -
 async fn run_claimed(shared: &Shared, claimed: Claimed) {
     let params = &shared.params;
     let Claimed { task, lease, state } = claimed;
-    let task_id = task.id;
+    let (task_id, strategy) = (task.id, task.strategy);
     tracing::info!(%task_id, fence = lease.fence, attempt = task.attempts, "claimed task");
     let initial = if *shared.shutdown.borrow() {
         StopSignal::Shutdown
@@ -224,6 +227,7 @@ async fn run_claimed(shared: &Shared, claimed: Claimed) {
         store: params.store.clone(),
         clock: params.clock.clone(),
         stop: stop_rx,
+        meters: params.meters.clone(),
     };
     let engine = params.engine.clone();
     // A separate task, so an engine panic fails one task instead of killing this loop.
@@ -239,7 +243,7 @@ async fn run_claimed(shared: &Shared, claimed: Claimed) {
         }
     };
     heartbeat.abort();
-    settle(params, &lease, result).await;
+    settle(params, &lease, strategy, result).await;
 }
 
 /// Resolves once the flag is true; never, if its sender is gone without raising it.
@@ -258,6 +262,7 @@ async fn flag_raised(mut flag: watch::Receiver<bool>) {
 async fn settle(
     params: &PoolParams,
     lease: &crate::domain::task::Lease,
+    strategy: Strategy,
     result: Result<RunOutcome, EngineError>,
 ) {
     let task_id = lease.task_id;
@@ -286,7 +291,7 @@ async fn settle(
             }
         }
     };
-    commit_settlement(params, lease, change).await;
+    commit_settlement(params, lease, strategy, change).await;
 }
 
 /// Why a task went back to the queue (the `reason` of `task.released`).
@@ -322,10 +327,12 @@ fn release(params: &PoolParams, reason: ReleaseReason, error: Option<&EngineErro
 async fn commit_settlement(
     params: &PoolParams,
     lease: &crate::domain::task::Lease,
+    strategy: Strategy,
     change: Change,
 ) {
     let task_id = lease.task_id;
     let released = change.release;
+    let tally = params.meters.tally(strategy.as_str(), &change.events);
     // Safe to repeat: once a settlement applied, the lease is gone and a repeat is LeaseLost.
     let committed = retry_transient(params.lease_ttl, || {
         params
@@ -335,7 +342,7 @@ async fn commit_settlement(
     .await;
     match committed {
         Ok(Commit::Applied { .. }) if released => tracing::info!(%task_id, "task released"),
-        Ok(Commit::Applied { .. }) => {}
+        Ok(Commit::Applied { .. }) => tally.count(),
         Ok(Commit::LeaseLost) => tracing::info!(%task_id, "lease already lost; nothing to settle"),
         // The lease will expire and the reaper requeues the task.
         Err(error) => tracing::error!(%task_id, %error, "could not settle task"),

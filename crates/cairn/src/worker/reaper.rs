@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 
 use crate::clock::Clock;
 use crate::domain::task::TaskId;
+use crate::meters::Meters;
 use crate::store::{NodeLock, Store, StoreError};
 
 #[derive(Clone)]
@@ -21,6 +22,8 @@ pub struct ReaperParams {
     pub store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,
     pub interval: Duration,
+    /// Counts the leases each pass takes back.
+    pub meters: Meters,
 }
 
 /// A running reaper; [`Reaper::stop`] ends it.
@@ -80,8 +83,11 @@ impl Reaper {
             loop {
                 tokio::select! {
                     _ = ticks.tick() => {
-                        if let Err(error) = reap_once(params.store.as_ref(), params.clock.as_ref()).await {
-                            tracing::warn!(%error, "reaper pass failed; retrying next interval");
+                        match reap_once(params.store.as_ref(), params.clock.as_ref()).await {
+                            Ok(reaped) => params.meters.leases_reclaimed(reaped.len() as u64),
+                            Err(error) => {
+                                tracing::warn!(%error, "reaper pass failed; retrying next interval");
+                            }
                         }
                     }
                     _ = super::raised(&mut stopped) => break,

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::ports::{
-    FailureKind, ModelCall, ModelPort, ModelReply, PortError, Purpose, Sampling, Speaker, ToolCall,
-    ToolPort, ToolReply, ToolSpec,
+    FailureKind, ModelCall, ModelPort, ModelReply, PortError, Purpose, Sampling, Speaker,
+    TokenSplit, ToolCall, ToolPort, ToolReply, ToolSpec,
 };
 use crate::llm::{self, ChatMessage, ChatRequest, FailureClass, LlmClient, LlmError};
 use crate::tools::{self, ToolClient, ToolError};
@@ -65,6 +65,8 @@ impl ModelPort for LlmModels {
                 Ok(ModelReply {
                     value,
                     tokens: completion.usage.total_tokens,
+                    split: split(&completion.usage),
+                    model: Some(completion.model),
                 })
             }
             Err(error) => Err(model_error(&error)),
@@ -110,14 +112,22 @@ fn model_error(error: &LlmError) -> PortError {
         FailureClass::Permanent => FailureKind::Permanent,
         FailureClass::InvalidOutput => FailureKind::InvalidOutput,
     };
-    let tokens = match error {
-        LlmError::InvalidOutput { usage, .. } => usage.total_tokens,
-        _ => 0,
+    let usage = match error {
+        LlmError::InvalidOutput { usage, .. } => *usage,
+        _ => llm::Usage::default(),
     };
     PortError {
         kind,
         message: error.to_string(),
-        tokens,
+        tokens: usage.total_tokens,
+        split: split(&usage),
+    }
+}
+
+fn split(usage: &llm::Usage) -> TokenSplit {
+    TokenSplit {
+        input: usage.prompt_tokens,
+        output: usage.completion_tokens,
     }
 }
 
@@ -161,6 +171,7 @@ impl ToolPort for ClientTools {
             .await;
         match result {
             Ok(result) => Ok(ToolReply {
+                from_receipt: result.from_receipt,
                 output: result.output,
                 artifacts: result.artifacts,
                 error: None,
@@ -168,6 +179,7 @@ impl ToolPort for ClientTools {
             Err(ToolError::Reported {
                 message, output, ..
             }) => Ok(ToolReply {
+                from_receipt: false,
                 output,
                 artifacts: Default::default(),
                 error: Some(message),

@@ -107,10 +107,23 @@ impl Turn {
 }
 
 /// A model's answer: the parsed JSON object and what it cost.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ModelReply {
     pub value: Value,
+    /// Everything the call cost: what the ledger charges.
     pub tokens: u64,
+    /// The same tokens told apart, where the endpoint reported (or cairn estimated) them.
+    pub split: TokenSplit,
+    /// The model that answered, as the endpoint named it.
+    pub model: Option<String>,
+}
+
+/// A call's tokens told apart: read (the prompt) and written (the answer). Metrics and
+/// traces report them separately; prices differ between the two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TokenSplit {
+    pub input: u64,
+    pub output: u64,
 }
 
 /// One tool as the operator registered it.
@@ -152,6 +165,9 @@ pub struct ToolReply {
     pub output: Value,
     pub artifacts: BTreeMap<String, Value>,
     pub error: Option<String>,
+    /// The answer is a stored receipt's: an identical side effect was performed before, and the
+    /// tool was not called again.
+    pub from_receipt: bool,
 }
 
 /// Whether repeating a failed call may help.
@@ -173,6 +189,8 @@ pub struct PortError {
     pub kind: FailureKind,
     pub message: String,
     pub tokens: u64,
+    /// `tokens` told apart, when the call got as far as an answer.
+    pub split: TokenSplit,
 }
 
 impl PortError {
@@ -181,6 +199,7 @@ impl PortError {
             kind,
             message: message.into(),
             tokens: 0,
+            split: TokenSplit::default(),
         }
     }
 }

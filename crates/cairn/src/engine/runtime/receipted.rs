@@ -67,6 +67,7 @@ fn replayed(response: &Value) -> ToolReply {
         .map(|map| map.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
         .unwrap_or_default();
     ToolReply {
+        from_receipt: true,
         output: response.get("output").cloned().unwrap_or(Value::Null),
         artifacts,
         error: None,
@@ -151,6 +152,7 @@ mod tests {
             let n = calls.len();
             let error = (*self.fail.lock().unwrap()).then(|| "refused".to_string());
             Ok(ToolReply {
+                from_receipt: false,
                 output: json!({"n": n}),
                 artifacts: BTreeMap::from([("out".to_string(), json!(n))]),
                 error,

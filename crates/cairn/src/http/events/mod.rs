@@ -35,6 +35,7 @@ use crate::http::error::{ApiError, Problem};
 use crate::http::extract::{ApiPath, ApiQuery, parse_task_id};
 use crate::http::tasks::find_task;
 use crate::http::{AppState, ShutdownSignal};
+use crate::meters::SubscriberGuard;
 use crate::store::{Store, Wakeup};
 
 pub mod filter;
@@ -140,6 +141,7 @@ pub async fn task_events(
         shutdown: shutdown.map(|Extension(signal)| signal.0),
         done: false,
         filter,
+        _subscriber: state.meters.sse_subscriber(),
     };
     let stream = futures_util::stream::unfold(follow, |mut follow| async move {
         let event = follow.next().await?;
@@ -231,6 +233,8 @@ struct Follow {
     done: bool,
     /// `?kinds=`: events it does not admit are read past, not sent.
     filter: KindFilter,
+    /// Counts the stream in `cairn_sse_subscribers` while it is open.
+    _subscriber: SubscriberGuard,
 }
 
 impl Follow {

@@ -224,6 +224,7 @@ pub async fn create_task(
     if created.created {
         tracing::info!(key_id = %principal.key_id, tenant = %principal.tenant,
             task_id = %created.task.id, "task submitted");
+        state.meters.task_submitted(created.task.strategy.as_str());
     }
     let status = if created.created {
         StatusCode::ACCEPTED
@@ -370,6 +371,7 @@ pub async fn cancel_task(
         CancelOutcome::Cancelled(task) => {
             tracing::info!(key_id = %principal.key_id, tenant = %tenant, task_id = %id,
                 "task cancelled");
+            state.meters.task_ended("cancelled", task.strategy.as_str());
             Ok(Json(task))
         }
         CancelOutcome::NotFound => Err(ApiError::NotFound(format!("task {id} does not exist"))),

@@ -122,6 +122,11 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    fn connections_in_use(&self) -> Option<u32> {
+        let idle = u32::try_from(self.pool.num_idle()).unwrap_or(u32::MAX);
+        Some(self.pool.size().saturating_sub(idle))
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
