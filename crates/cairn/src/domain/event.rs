@@ -198,4 +198,17 @@ pub mod kinds {
             TaskStatus::Queued | TaskStatus::Running => None,
         }
     }
+
+    /// The status a terminal event kind ends a task in; `None` for any other kind.
+    pub fn terminal_status(kind: &str) -> Option<super::super::task::TaskStatus> {
+        use super::super::task::TaskStatus;
+        [
+            TaskStatus::Succeeded,
+            TaskStatus::Failed,
+            TaskStatus::BudgetExhausted,
+            TaskStatus::Cancelled,
+        ]
+        .into_iter()
+        .find(|status| for_terminal_status(*status) == Some(kind))
+    }
 }

@@ -16,6 +16,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::domain::event::{NewEvent, kinds};
+use crate::domain::task::TaskStatus;
 
 mod families;
 
@@ -84,6 +85,10 @@ impl Meters {
                 let value = event.data.get(field).and_then(Value::as_str);
                 value.unwrap_or("unknown").to_string()
             };
+            if let Some(status) = kinds::terminal_status(&event.kind) {
+                noted.push(Noted::End(status));
+                continue;
+            }
             match event.kind.as_str() {
                 kinds::STEP_FINISHED => {
                     let ok = event.data.get("ok").and_then(Value::as_bool) == Some(true);
@@ -91,10 +96,6 @@ impl Meters {
                 }
                 kinds::REPAIR_STARTED => noted.push(Noted::Repair(text("level"))),
                 kinds::GATE_DECIDED => noted.push(Noted::Gate(text("route"))),
-                kind if kinds::is_terminal(kind) => {
-                    let status = kind.trim_start_matches("task.").to_string();
-                    noted.push(Noted::End(status));
-                }
                 _ => {}
             }
         }
@@ -111,9 +112,9 @@ impl Meters {
     }
 
     /// A task that ended outside an engine (a client cancelled it).
-    pub fn task_ended(&self, status: &str, strategy: &str) {
+    pub fn task_ended(&self, status: TaskStatus, strategy: &str) {
         let labels = EndLabels {
-            status: status.to_string(),
+            status: status.as_str().to_string(),
             strategy: strategy.to_string(),
         };
         self.inner.tasks_finished.get_or_create(&labels).inc();
@@ -194,7 +195,7 @@ enum Noted {
     Step { ok: bool },
     Repair(String),
     Gate(String),
-    End(String),
+    End(TaskStatus),
 }
 
 impl Tally {
@@ -212,7 +213,7 @@ impl Tally {
                 Noted::Gate(route) => {
                     inner.gate.get_or_create(&RouteLabels { route }).inc();
                 }
-                Noted::End(status) => self.meters.task_ended(&status, &self.strategy),
+                Noted::End(status) => self.meters.task_ended(status, &self.strategy),
             }
         }
     }

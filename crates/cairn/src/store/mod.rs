@@ -34,6 +34,13 @@ mod claim;
 pub use change::{Change, Claimed, Commit, LeaseStatus, StateJson};
 mod fault;
 pub mod keys;
+
+/// Connections of `pool` checked out now (open ones less the idle), for
+/// [`Store::connections_in_use`].
+fn pool_in_use<DB: sqlx::Database>(pool: &sqlx::Pool<DB>) -> u32 {
+    let idle = u32::try_from(pool.num_idle()).unwrap_or(u32::MAX);
+    pool.size().saturating_sub(idle)
+}
 mod node;
 pub use claim::ClaimParams;
 pub use fault::{RETRY_BUDGET, retry_transient};

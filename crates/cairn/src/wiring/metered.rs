@@ -8,8 +8,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 
 use crate::engine::runtime::ports::{
-    FailureKind, ModelCall, ModelPort, ModelReply, PortError, ToolCall, ToolPort, ToolReply,
-    ToolSpec,
+    ModelCall, ModelPort, ModelReply, PortError, ToolCall, ToolPort, ToolReply, ToolSpec,
 };
 use crate::meters::{Meters, ModelCallRecord};
 
@@ -47,15 +46,6 @@ pub struct MeteredTools {
     pub meters: Meters,
 }
 
-fn failure(kind: FailureKind) -> &'static str {
-    match kind {
-        FailureKind::Transient => "transient",
-        FailureKind::Unreachable => "unreachable",
-        FailureKind::Permanent => "permanent",
-        FailureKind::InvalidOutput => "invalid_output",
-    }
-}
-
 #[async_trait]
 impl ToolPort for MeteredTools {
     fn specs(&self) -> Vec<ToolSpec> {
@@ -70,7 +60,7 @@ impl ToolPort for MeteredTools {
             Ok(reply) if reply.from_receipt => "receipt",
             Ok(reply) if reply.error.is_none() => "ok",
             Ok(_) => "error",
-            Err(error) => failure(error.kind),
+            Err(error) => error.kind.as_str(),
         };
         self.meters.tool_call(&tool, outcome, started.elapsed());
         result

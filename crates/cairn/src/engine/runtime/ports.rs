@@ -182,6 +182,17 @@ pub enum FailureKind {
     InvalidOutput,
 }
 
+impl FailureKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Transient => "transient",
+            FailureKind::Unreachable => "unreachable",
+            FailureKind::Permanent => "permanent",
+            FailureKind::InvalidOutput => "invalid_output",
+        }
+    }
+}
+
 /// A call that produced no usable answer. `tokens` were still spent and are still charged.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message}")]

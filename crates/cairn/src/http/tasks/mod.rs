@@ -371,7 +371,9 @@ pub async fn cancel_task(
         CancelOutcome::Cancelled(task) => {
             tracing::info!(key_id = %principal.key_id, tenant = %tenant, task_id = %id,
                 "task cancelled");
-            state.meters.task_ended("cancelled", task.strategy.as_str());
+            state
+                .meters
+                .task_ended(TaskStatus::Cancelled, task.strategy.as_str());
             Ok(Json(task))
         }
         CancelOutcome::NotFound => Err(ApiError::NotFound(format!("task {id} does not exist"))),

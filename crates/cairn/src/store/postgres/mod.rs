@@ -161,8 +161,7 @@ impl Store for PgStore {
     }
 
     fn connections_in_use(&self) -> Option<u32> {
-        let idle = u32::try_from(self.pool.num_idle()).unwrap_or(u32::MAX);
-        Some(self.pool.size().saturating_sub(idle))
+        Some(super::pool_in_use(&self.pool))
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
