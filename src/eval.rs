@@ -63,6 +63,9 @@ pub struct EvalCommand {
     /// live evaluation in bounded sittings; 0 only writes the report).
     #[arg(long)]
     max_runs: Option<usize>,
+    /// Only these tasks of the suite, comma-separated ids (default: every task).
+    #[arg(long, value_delimiter = ',')]
+    tasks: Option<Vec<String>>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -169,6 +172,7 @@ fn evaluate(args: EvalCommand) -> ExitCode {
             profile: args.profile,
             resume: args.resume,
             max_runs: args.max_runs,
+            tasks: args.tasks,
         };
         match &args.sweep {
             Some(sweep) => {

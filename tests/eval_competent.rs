@@ -29,6 +29,7 @@ fn competent(out: &Path) -> EvalParams {
         profile: Profile::Competent,
         resume: false,
         max_runs: None,
+        tasks: None,
     }
 }
 

@@ -227,6 +227,7 @@ fn small_reactive_v2(
         profile: cairn_eval::suite::Profile::Suite,
         resume: false,
         max_runs: None,
+        tasks: None,
     }
 }
 

@@ -2,7 +2,8 @@
 //! files: a check naming an artifact no granted tool declares becomes `steps_succeeded`, a
 //! milestone granted no tool is folded away (both recorded on `plan.accepted`), and a later
 //! milestone is shown its dependencies' calls with their arguments, so a value comes with the
-//! call that returned it.
+//! call that returned it, and inside a milestone a step that names a value its planner was not
+//! shown waits until the output before it has been shown.
 // Test code: a failed set-up is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -87,5 +88,51 @@ async fn a_later_milestone_sees_which_call_returned_which_value() {
         .filter(|e| e["data"]["tool"] == "write_note" && e["data"]["ok"] == true)
         .count();
     assert_eq!(written, 1, "{events:#?}");
+    stack.stop().await;
+}
+
+/// Inside one milestone: the planner writes "list the orders, refund the latest" at once and
+/// guesses the order id. The refund names a value the planner was not shown, so once the list
+/// has run the rest is asked for again with its output in view; the scripted model answers
+/// with the listed order only when the input shows it. The guessed refund is never sent, the
+/// list call the continuation repeats is cut as done, and the right refund is sent once.
+#[tokio::test]
+async fn a_step_waits_for_the_output_it_needs_inside_a_milestone() {
+    let stack = Stack::start("carry_within_milestone.json").await;
+    let id = stack
+        .submit(
+            "Find the latest order of customer C-1042, refund it and report the refund id",
+            "v2",
+            50_000,
+        )
+        .await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    let events = stack.events(&id).await;
+    let planned = of_kind(&events, "milestone.steps_planned");
+    assert_eq!(planned.len(), 2, "{planned:#?}");
+    assert_eq!(planned[0]["data"]["unshown_values_in"], json!(["s2"]));
+    assert_eq!(planned[1]["data"]["continued"], true, "{:#}", planned[1]);
+    assert_eq!(
+        planned[1]["data"]["steps"],
+        json!([{"id": "s2", "tool": "refund_order", "args": {"order": "ord-7m3q1"},
+                "expected_output": "the refund id", "status": "pending", "attempt": 0}]),
+        "the repeated list call is cut: {:#}",
+        planned[1]
+    );
+    let sent: Vec<&Value> = of_kind(&events, "step.finished")
+        .into_iter()
+        .map(|e| &e["data"])
+        .collect();
+    let tools: Vec<&Value> = sent.iter().map(|d| &d["tool"]).collect();
+    assert_eq!(
+        tools,
+        [&json!("list_orders"), &json!("refund_order")],
+        "{sent:#?}"
+    );
+    let stats = stack.sim.stats();
+    assert_eq!(stats.tools["refund_order"].calls, 1, "{stats:?}");
+    assert_eq!(stats.tools["list_orders"].calls, 1, "{stats:?}");
+    assert_eq!(sent[1]["args"]["order"], "ord-7m3q1", "{sent:#?}");
     stack.stop().await;
 }

@@ -38,6 +38,8 @@ pub enum EvalError {
     Resume(String),
     #[error("--live-purposes: unknown purpose {0:?} (use gate, strategic, tactical, verifier)")]
     Purpose(String),
+    #[error("{0}")]
+    Usage(String),
 }
 
 impl EvalError {

@@ -50,6 +50,8 @@ pub struct EvalParams {
     /// `--max-runs`: submit at most this many of the runs still owed (`None`: all of them);
     /// with `--resume`, a long live evaluation goes on in bounded sittings.
     pub max_runs: Option<usize>,
+    /// `--tasks`: only these tasks of the suite (`None`: all of them).
+    pub tasks: Option<Vec<String>>,
 }
 
 impl EvalParams {
@@ -110,9 +112,20 @@ impl std::fmt::Debug for LiveModel {
     }
 }
 
-/// The suite at `params.suite` with `params.overrides` applied to its world, checked again.
+/// The suite at `params.suite` with `params.overrides` applied to its world, checked again;
+/// every task `--tasks` names must be in it.
 pub fn load_suite(params: &EvalParams) -> Result<Suite, EvalError> {
     let mut suite = Suite::load(&params.suite)?;
+    if let Some(unknown) = params
+        .tasks
+        .iter()
+        .flatten()
+        .find(|id| !suite.tasks.iter().any(|task| &task.id == *id))
+    {
+        return Err(EvalError::Usage(format!(
+            "--tasks names `{unknown}`, which is not a task of the suite"
+        )));
+    }
     params.profile.apply(&mut suite.world);
     for (param, value) in &params.overrides {
         param.apply(&mut suite.world, *value)?;
@@ -197,7 +210,13 @@ fn model_name(params: &EvalParams) -> String {
 pub(super) fn matrix(params: &EvalParams, suite: &Suite) -> Vec<RunKey> {
     let mut keys = Vec::new();
     for repeat in 0..params.repeat.max(1) {
-        for task in &suite.tasks {
+        let chosen = suite.tasks.iter().filter(|task| {
+            params
+                .tasks
+                .as_ref()
+                .is_none_or(|only| only.contains(&task.id))
+        });
+        for task in chosen {
             for strategy in &params.strategies {
                 keys.push((task.id.clone(), strategy.as_str().to_string(), repeat));
             }

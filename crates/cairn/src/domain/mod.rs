@@ -15,6 +15,7 @@
 pub mod dialect;
 pub mod event;
 pub mod gate;
+pub mod grounding;
 pub mod instant;
 pub mod ledger;
 pub mod plan;

@@ -275,7 +275,11 @@ fn evaluate_leaf(
             Some(ExternalResult::Command(output)) => {
                 match output.get("exit_code").and_then(Value::as_i64) {
                     Some(code) if code == *exit_code => Ok(()),
-                    Some(code) => Err(format!("{tool} exited with {code}, expected {exit_code}")),
+                    // What the command printed says what is wrong: the repair is shown it.
+                    Some(code) => Err(format!(
+                        "{tool} exited with {code}, expected {exit_code}{}",
+                        printed(output)
+                    )),
                     None => Err(format!("{tool} output has no integer \"exit_code\"")),
                 }
             }
@@ -303,36 +307,6 @@ fn evaluate_leaf(
         },
         // `leaves` never yields `all`; an empty one cannot pass.
         Check::All { .. } => Err("empty \"all\" check".into()),
-    }
-}
-
-/// Reads `{"verdict": "pass"|"fail", "reason": "..."}` as (passed, reason).
-/// A verdict may list the goal's `requirements`, each `{need, met, evidence}`; a requirement it
-/// marks unmet makes the verdict a fail whatever `verdict` says (a list can only make a verdict
-/// stricter, never turn a fail into a pass).
-pub fn parse_verdict(output: &Value) -> Result<(bool, String), String> {
-    let reason = output
-        .get("reason")
-        .and_then(Value::as_str)
-        .map(super::error::short)
-        .unwrap_or_default();
-    let unmet = output
-        .get("requirements")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .find(|r| r.get("met").and_then(Value::as_bool) == Some(false));
-    if let Some(unmet) = unmet {
-        let need = unmet
-            .get("need")
-            .and_then(Value::as_str)
-            .unwrap_or("a requirement");
-        return Ok((false, super::error::short(&format!("not met: {need}"))));
-    }
-    match output.get("verdict").and_then(Value::as_str) {
-        Some("pass") => Ok((true, reason)),
-        Some("fail") => Ok((false, reason)),
-        _ => Err("verifier output has no \"verdict\" of \"pass\" or \"fail\"".into()),
     }
 }
 
@@ -390,3 +364,22 @@ pub fn is_empty(value: &Value) -> bool {
 
 #[cfg(test)]
 mod tests;
+mod verdict;
+
+pub use verdict::parse_verdict;
+
+/// What a failed command printed, its error stream first, as `": ..."` (empty when it printed
+/// nothing).
+fn printed(output: &Value) -> String {
+    let text = |field: &str| {
+        output
+            .get(field)
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+    };
+    match text("stderr").or_else(|| text("stdout")) {
+        Some(said) => format!(": {}", super::error::short(said)),
+        None => String::new(),
+    }
+}

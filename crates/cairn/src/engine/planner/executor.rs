@@ -333,6 +333,7 @@ fn push_events(record: &mut Record, executed: &Executed<'_>, generation: u32) {
         STEP_FINISHED,
         json!({
             "milestone": milestone_id, "step": step.id, "tool": step.tool,
+            "args": brief(&step.args, 1000),
             "attempt": step.attempt, "generation": generation, "ok": answer.ok,
             "error": answer.error, "output": brief(&answer.output, 2000),
             "artifacts": answer.artifacts.keys().collect::<Vec<_>>(),

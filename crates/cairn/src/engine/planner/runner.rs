@@ -145,10 +145,17 @@ async fn ensure_steps(cx: &Attempt, milestone_id: &str) -> Result<Turn, Halt> {
     if has_steps && !needs_steps {
         return Ok(Turn::Next);
     }
-    let ask = Ask::of(pending_repair);
+    let ask = Ask::of(pending_repair, has_steps);
+    // A continuation answers no failure: the steps before it succeeded.
+    let failure = failure.filter(|_| ask != Ask::Continue);
     match tactical::plan_steps(cx, milestone_id, ask, failure.as_ref()).await? {
         Planned::Steps { .. } => Ok(Turn::Next),
         Planned::Exhausted { unit } => Ok(Turn::End(MilestoneEnd::Exhausted { unit })),
+        // No usable rest: the list as it was written runs on, and its steps answer for it.
+        Planned::Unusable { .. } if ask == Ask::Continue => {
+            continue_as_written(cx, milestone_id).await?;
+            Ok(Turn::Next)
+        }
         Planned::Repeated { fingerprint, to } => {
             let from = match ask {
                 Ask::RetryStep => RepairLevel::RetryStep,
@@ -223,6 +230,7 @@ async fn after_step(cx: &Attempt, milestone_id: &str, outcome: StepOutcome) -> R
         StepOutcome::Failed { failure, fraction } => (failure, fraction >= cx.config.pressure_frac),
         StepOutcome::Done { fraction } if steps_left => {
             if fraction < cx.config.pressure_frac || pressured {
+                ask_rest_if_guessed(cx, milestone_id).await?;
                 return Ok(Turn::Again);
             }
             match judge(cx, milestone_id, CheckCause::BudgetPressure).await? {
@@ -243,6 +251,42 @@ async fn after_step(cx: &Attempt, milestone_id: &str, outcome: StepOutcome) -> R
     let rung = Rung::Decide { pressure };
     let (level, failure) = repair::start(cx, milestone_id, failure, rung).await?;
     Ok(Turn::of(settle(cx, milestone_id, level, failure).await?))
+}
+
+/// After a step succeeded: when the next step names a value its planner was not shown, the
+/// rest of the list is asked for again with that step's output in view (a continuation).
+async fn ask_rest_if_guessed(cx: &Attempt, milestone_id: &str) -> Result<(), Halt> {
+    let guessed = cx
+        .journal
+        .read(|s| {
+            s.runs
+                .get(milestone_id)
+                .is_some_and(|run| run.guessed.contains(&run.next_step))
+        })
+        .await;
+    if guessed {
+        cx.journal
+            .stage(|state| {
+                state.run_mut(milestone_id).needs_steps = true;
+                Ok((Record::default(), ()))
+            })
+            .await?;
+    }
+    Ok(())
+}
+
+/// Lets a list whose continuation was unusable run on as written.
+async fn continue_as_written(cx: &Attempt, milestone_id: &str) -> Result<(), Halt> {
+    cx.journal
+        .stage(|state| {
+            let run = state.run_mut(milestone_id);
+            run.needs_steps = false;
+            let next = run.next_step;
+            run.guessed.remove(&next);
+            Ok((Record::default(), ()))
+        })
+        .await?;
+    Ok(())
 }
 
 /// A transient fault: the same call again after its backoff (`None`), or, once its retries

@@ -204,12 +204,15 @@ fn args_schema(schema: &Value) -> Value {
     }
 }
 
-/// A tactical step list (`domain::plan::StepList`) for a milestone allowed `tools`.
-pub fn tactical(tools: &[&ToolSpec]) -> Value {
+/// A tactical step list (`domain::plan::StepList`) for a milestone allowed `tools`; a
+/// continuation may be empty (the milestone's steps are done).
+pub fn tactical(tools: &[&ToolSpec], continuing: bool) -> Value {
+    let min_items = u8::from(!continuing);
     json!({
         "type": "object",
         "properties": {
-            "steps": {"type": "array", "minItems": 1, "maxItems": 12, "items": step(tools, true)}
+            "steps": {"type": "array", "minItems": min_items, "maxItems": 12,
+                      "items": step(tools, true)}
         },
         "required": ["steps"],
         "additionalProperties": false

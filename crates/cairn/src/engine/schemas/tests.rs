@@ -60,13 +60,13 @@ fn every_schema_compiles_and_every_prompt_has_a_worked_example() {
     for schema in [
         gate(),
         strategic(&refs),
-        tactical(&refs),
+        tactical(&refs, false),
         direct(&refs),
         verdict(),
         one_shot(),
         reactive(&refs),
         v1(&refs),
-        tactical(&[]),
+        tactical(&[], false),
     ] {
         crate::schema::compile(&schema).expect("a schema");
     }
@@ -136,12 +136,12 @@ fn the_tactical_example_validates_and_parses_and_tools_are_constrained() {
     let specs = tools();
     let refs: Vec<&ToolSpec> = specs.iter().collect();
     let answer = example(&prompts::TACTICAL, 0);
-    let schema = tactical(&refs);
+    let schema = tactical(&refs, false);
     valid(&schema, &answer).expect("valid");
     let list: StepList = serde_json::from_value(answer.clone()).expect("parses");
     assert_eq!(list.steps[0].tool, "write_note");
     // Only the milestone's tools, and each with its own arguments.
-    let only_lookup = tactical(&refs[..1]);
+    let only_lookup = tactical(&refs[..1], false);
     assert!(valid(&only_lookup, &answer).is_err());
     let bad_args = json!({"steps": [{"id": "s1", "tool": "write_note", "args": {"query": "x"},
                                      "expected_output": "x"}]});
@@ -267,5 +267,5 @@ fn a_tool_granted_twice_is_one_branch_of_the_tactical_schema() {
     let twice: Vec<&ToolSpec> = vec![&specs[0], &specs[1], &specs[0]];
     let step = json!({"steps": [{"id": "s1", "tool": "lookup", "args": {"query": "billing"},
                                  "expected_output": "the owner"}]});
-    assert_eq!(valid(&tactical(&twice), &step), Ok(()));
+    assert_eq!(valid(&tactical(&twice, false), &step), Ok(()));
 }

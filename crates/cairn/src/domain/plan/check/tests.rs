@@ -110,6 +110,14 @@ fn command_checks_compare_the_exit_code() {
         with(ExternalResult::Command(json!({"exit_code": 2}))).failures,
         vec!["run exited with 2, expected 0"]
     );
+    assert_eq!(
+        with(ExternalResult::Command(
+            json!({"exit_code": 1, "stdout": "ran 3", "stderr": "FAIL test_start"})
+        ))
+        .failures,
+        vec!["run exited with 1, expected 0: FAIL test_start"],
+        "a repair is shown what the command printed"
+    );
     assert!(!with(ExternalResult::Command(json!({"stdout": "?"}))).passed);
     assert!(!with(ExternalResult::Unavailable("timeout".into())).passed);
     assert!(!evaluate(&c, &a, &BTreeMap::new()).passed);

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::{Ask, Request};
-use crate::domain::plan::Milestone;
+use crate::domain::plan::{Milestone, Step, StepStatus};
 use crate::engine::runtime::attempt::{Attempt, brief};
 use crate::engine::runtime::checkpoint::TaskState;
 use crate::engine::runtime::ledger;
@@ -34,7 +34,19 @@ pub(super) fn input(
     // every millisecond of latency would make two identical runs differ (and defeat a
     // server's prompt cache).
     remaining.wall_ms = remaining.wall_ms.div_ceil(1000) * 1000;
-    json!({
+    // A continuation is shown the steps that ran, not the rest it replaces: the rest holds the
+    // very values it is asked to take from the outputs instead.
+    let (current_steps, next) = if request.ask == Ask::Continue {
+        let ran: Vec<&Step> = milestone
+            .steps
+            .iter()
+            .filter(|s| s.status != StepStatus::Pending)
+            .collect();
+        (json!(ran), Some(CONTINUE))
+    } else {
+        (json!(milestone.steps), None)
+    };
+    let mut input = json!({
         "goal": cx.task().goal,
         "milestone": {"id": milestone.id, "title": milestone.title,
                       "outcome": milestone.outcome, "accept": milestone.accept},
@@ -43,10 +55,29 @@ pub(super) fn input(
         "tools": cx.tool_schemas(offered),
         "repair": request.ask.repair_level(),
         "failure": request.failure,
-        "current_steps": milestone.steps,
+        "current_steps": current_steps,
         "observations": observations,
         "validation_errors": request.errors,
-    })
+    });
+    if let Some(next) = next {
+        input["next"] = json!(next);
+    }
+    input
+}
+
+/// What a continuation is asked.
+const CONTINUE: &str = "The steps in current_steps ran; their outputs are in observations. \
+    Write the steps this milestone still needs, the next one first, taking values from those \
+    outputs. Do not repeat a step that ran. Answer an empty list when nothing is left to do.";
+
+/// The text of an input a planner is shown, less the step list it may be replacing: a value
+/// that appears only there is the planner's own earlier guess, not something it was shown.
+pub(super) fn shown(input: &Value) -> String {
+    let mut input = input.clone();
+    if let Some(fields) = input.as_object_mut() {
+        fields.remove("current_steps");
+    }
+    input.to_string()
 }
 
 /// The most calls of one dependency shown, latest first kept.

@@ -8,19 +8,18 @@
 //! executed again: the ladder escalates instead, or, with `explore_repeats`, it is first refused
 //! and asked once more, sampled warmer ([`Sampling::Explore`]), and a second repeat escalates.
 
+mod attach;
 mod input;
 mod offer;
+mod proposal;
 
 use serde_json::json;
 
 use crate::domain::event::kinds::{STEPS_PLANNED, STEPS_REFUSED};
 use crate::domain::ledger::Unit;
-use crate::domain::plan::error::{StepError, feedback};
 use crate::domain::plan::fingerprint::{Fingerprint, of_steps};
-use crate::domain::plan::validate::{PlanLimits, validate_steps};
-use crate::domain::plan::{Milestone, Step, StepList, StepStatus};
+use crate::domain::plan::{Milestone, Step};
 use crate::domain::repair::{ProposalVerdict, RepairLevel, RepairLimits, rung_name};
-use crate::domain::step_repeats::drop_repeated_calls;
 use crate::engine::Halt;
 use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Asked, Attempt};
@@ -28,6 +27,8 @@ use crate::engine::runtime::checkpoint::{Failure, Record, TaskState};
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::{FailureKind, Purpose, Sampling};
 use crate::engine::{prompts, schemas};
+use attach::{Listed, attach};
+use proposal::{guesses, parse};
 
 /// Which kind of step list is asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,22 +39,27 @@ pub enum Ask {
     RetryStep,
     /// L2: a new step list for the whole milestone.
     ReplanMilestone,
+    /// The rest of the current list, written again with the outputs of the steps that ran: the
+    /// next step names a value its writer was not shown ([`crate::domain::grounding`]).
+    Continue,
 }
 
 impl Ask {
-    /// The ask for a milestone's pending repair (`None`, or an L3, asks for a first list).
-    pub fn of(pending_repair: Option<RepairLevel>) -> Ask {
+    /// The ask for a milestone's pending repair (`None`, or an L3, asks for a first list), or
+    /// the continuation of a list that has steps already.
+    pub fn of(pending_repair: Option<RepairLevel>, has_steps: bool) -> Ask {
         match pending_repair {
             Some(RepairLevel::RetryStep) => Ask::RetryStep,
             Some(RepairLevel::ReplanMilestone) => Ask::ReplanMilestone,
+            None if has_steps => Ask::Continue,
             _ => Ask::Initial,
         }
     }
 
-    /// The repair level this ask answers, `None` for a first list.
+    /// The repair level this ask answers, `None` for a first list or a continuation.
     pub fn repair_level(self) -> Option<RepairLevel> {
         match self {
-            Ask::Initial => None,
+            Ask::Initial | Ask::Continue => None,
             Ask::RetryStep => Some(RepairLevel::RetryStep),
             Ask::ReplanMilestone => Some(RepairLevel::ReplanMilestone),
         }
@@ -105,6 +111,8 @@ struct Proposal<'a> {
     /// A repair proposal that repeats a failed list is refused and asked once more, sampled
     /// warmer, before the ladder escalates on it.
     may_reask_repeat: bool,
+    /// Indices (in the proposed list) of the steps naming a value the planner was not shown.
+    guessed: Vec<usize>,
 }
 
 /// Asks for steps for `milestone_id` and attaches them (one commit per model call).
@@ -130,6 +138,7 @@ pub async fn plan_steps(
             });
         };
         let turns = input::repair_turns(&request, &milestone);
+        let shown = input::shown(&input);
         let question = Question {
             purpose: Purpose::Tactical,
             milestone: Some(milestone_id),
@@ -137,11 +146,15 @@ pub async fn plan_steps(
             prompt: &prompts::TACTICAL,
             input,
             turns,
-            schema: schemas::tactical(&cx.tool_schemas(&offered.tools)),
+            schema: schemas::tactical(&cx.tool_schemas(&offered.tools), ask == Ask::Continue),
         };
         let asked = cx.ask_sampled(question, sampling).await;
-        let parsed = parse(&asked, &milestone);
+        let writes = |tool: &str| cx.specs.get(tool).is_some_and(|spec| spec.side_effects);
+        let parsed = parse(&asked, &milestone, ask, &writes);
         let fingerprint = parsed.as_ref().ok().map(|steps| of_steps(steps));
+        let guessed = parsed
+            .as_ref()
+            .map_or_else(|_| Vec::new(), |steps| guesses(steps, &shown));
         let proposal = Proposal {
             request,
             attempt,
@@ -152,6 +165,7 @@ pub async fn plan_steps(
             may_reask_repeat: cx.config.explore_repeats
                 && sampling == Sampling::Endpoint
                 && reask < cx.config.max_reasks,
+            guessed,
         };
         let (_, outcome) = cx
             .journal
@@ -215,32 +229,6 @@ async fn read_question(
             Some((milestone, attempt, input, offered))
         })
         .await
-}
-
-/// Reads and validates a step list from the model's answer; `Err` is the feedback for a re-ask.
-fn parse(asked: &Asked, milestone: &Milestone) -> Result<Vec<Step>, String> {
-    let reply = asked
-        .reply
-        .as_ref()
-        .map_err(|error| error.message.clone())?;
-    let steps = serde_json::from_value::<StepList>(reply.value.clone())
-        .map(|list| list.steps)
-        .map_err(|error| format!("not a step list: {error}"))?;
-    // Calls repeated with nothing between to change their answer are cut, not refused.
-    let (steps, _dropped) = drop_repeated_calls(steps);
-    match validate_steps(&steps, milestone, &PlanLimits::default()) {
-        Ok(()) => Ok(steps),
-        Err(mut errors) => {
-            // A tool outside the milestone's list is the executor's to refuse (and count as
-            // drift), not a malformed proposal.
-            errors.retain(|e| !matches!(e, StepError::ToolNotAllowed { .. }));
-            if errors.is_empty() {
-                Ok(steps)
-            } else {
-                Err(feedback(&errors, 8))
-            }
-        }
-    }
 }
 
 /// Commits one tactical call: its charge, the ladder's verdict on the proposal, and the steps
@@ -333,12 +321,30 @@ fn settle(
             })
         }
         (Ok(steps), Some(fp)) => {
-            attach(state, milestone_id, ask, failure, steps.clone());
+            let listed = Listed {
+                ask,
+                failure,
+                steps: steps.clone(),
+                guessed: &proposal.guessed,
+            };
+            attach(state, milestone_id, listed);
             let granted = offer::grant(state, milestone_id, steps, proposal.extra);
             let mut planned = json!({"milestone": milestone_id, "attempt": attempt,
                                      "level": level, "fingerprint": fp, "steps": steps});
             if !granted.is_empty() {
                 planned["granted"] = json!(granted);
+            }
+            if ask == Ask::Continue {
+                planned["continued"] = json!(true);
+            }
+            if !proposal.guessed.is_empty() {
+                // The steps that wait for the outputs before them (shown again, then run).
+                let ids: Vec<&str> = proposal
+                    .guessed
+                    .iter()
+                    .filter_map(|&i| steps.get(i).map(|s| s.id.as_str()))
+                    .collect();
+                planned["unshown_values_in"] = json!(ids);
             }
             record.push(STEPS_PLANNED, planned);
             if let Some(level) = level {
@@ -349,46 +355,4 @@ fn settle(
         }
         (Ok(_), None) => None,
     }
-}
-
-/// Attaches a step list: L1 keeps the steps before the failing one and replaces the rest;
-/// the initial list and L2 replace everything. A re-planned step identical to one already
-/// performed keeps its idempotency key (content-derived) and is answered from its receipt.
-fn attach(
-    state: &mut TaskState,
-    milestone_id: &str,
-    ask: Ask,
-    failure: Option<&Failure>,
-    mut steps: Vec<Step>,
-) {
-    let Some(milestone) = state
-        .plan
-        .as_mut()
-        .and_then(|plan| plan.milestone_mut(milestone_id))
-    else {
-        return;
-    };
-    let keep = match (ask, failure.and_then(|f| f.step.as_deref())) {
-        (Ask::RetryStep, Some(failed)) => milestone
-            .steps
-            .iter()
-            .position(|s| s.id == failed)
-            .unwrap_or(milestone.steps.len()),
-        _ => 0,
-    };
-    let prior_attempt = milestone.steps.get(keep).map(|s| s.attempt).unwrap_or(0);
-    for step in &mut steps {
-        step.status = StepStatus::Pending;
-        step.attempt = if ask == Ask::RetryStep {
-            prior_attempt + 1
-        } else {
-            0
-        };
-    }
-    milestone.steps.truncate(keep);
-    milestone.steps.extend(steps);
-    let run = state.run_mut(milestone_id);
-    run.generation += 1;
-    run.next_step = keep;
-    run.needs_steps = false;
 }

@@ -38,7 +38,8 @@ pub fn offer<'a>(
     goal: &str,
 ) -> Offer {
     let granted = milestone.tools.clone();
-    if ask == Ask::Initial {
+    // Tools beyond the grant come with a repair only.
+    if ask.repair_level().is_none() {
         return Offer {
             tools: granted,
             extra: Vec::new(),

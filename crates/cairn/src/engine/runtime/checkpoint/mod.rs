@@ -1,7 +1,7 @@
 //! The engine's checkpoint: the task's resumable state and the [`Record`] of one transition.
 //! The one door through which both are written is [`super::journal::Journal`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -119,8 +119,14 @@ pub struct MilestoneRun {
     pub generation: u32,
     /// Index of the next step to execute in the current list.
     pub next_step: usize,
-    /// True when the current step list is to be replaced before executing further.
+    /// True when the current step list is to be replaced before executing further (from
+    /// `next_step` on, when no repair is pending: the list is continued).
     pub needs_steps: bool,
+    /// Indices of steps whose arguments name a value the planner that wrote them was not shown
+    /// ([`crate::domain::grounding`]): after an earlier step succeeds, the rest of the list is
+    /// asked for again with its output in view before such a step runs.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub guessed: BTreeSet<usize>,
     /// The repair level asked for the next tactical call, if any.
     pub pending_repair: Option<RepairLevel>,
     pub failure: Option<Failure>,
