@@ -8,7 +8,8 @@
 #   override with CAIRN_SCHEMATHESIS_BIN);
 # - the real local models of tests/live_model.rs (Qwen2.5-Coder-0.5B-Instruct and -1.5B-Instruct
 #   Q4_K_M, and the xllamacpp server), by scripts/install-model.sh, into .deps/llama and
-#   .deps/models (override with CAIRN_LIVE_PYTHON and CAIRN_LIVE_MODEL).
+#   .deps/models (override with CAIRN_LIVE_PYTHON and CAIRN_LIVE_MODEL);
+# - chromium and playwright-core for tests/dashboard_browser.rs, by scripts/install-browser.sh.
 #
 # Idempotent and fast when already installed: it only checks the pinned versions and the
 # model's sha256. Fails (non-zero) when anything cannot be installed.
@@ -54,3 +55,6 @@ install_fakellm
 # scripts/test.sh runs last).
 "$ROOT/scripts/install-model.sh" 0.5b
 "$ROOT/scripts/install-model.sh" 1.5b
+
+# The dashboard's browser test: Debian's chromium and playwright-core (scripts/install-browser.sh).
+"$ROOT/scripts/install-browser.sh"

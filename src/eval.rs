@@ -133,7 +133,7 @@ pub fn run(command: EvalCommand) -> ExitCode {
 
 /// `cairn eval --suite .. --out ..`: the matrix, the reports, the summary.
 fn evaluate(args: EvalCommand) -> ExitCode {
-    super::init_tracing(LogFormat::Text, "warn");
+    let _traces = super::otel::init(LogFormat::Text, "warn");
     let result = (|| -> anyhow::Result<()> {
         let (Some(suite), Some(out)) = (args.suite, args.out) else {
             anyhow::bail!("--suite and --out are required");

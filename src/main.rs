@@ -3,7 +3,6 @@
 //! Configuration and start-up errors are printed as one clear line and end the process with a
 //! non-zero status; nothing here panics on user input.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -14,6 +13,7 @@ use cairn::store::keys::{self, ApiKey};
 
 mod client;
 mod eval;
+mod otel;
 
 /// jemalloc, whose background threads (switched on first thing in `main`) return freed memory
 /// to the system within about ten seconds: after 2,000 event streams closed, glibc's malloc kept
@@ -130,7 +130,7 @@ fn main() -> ExitCode {
 
 /// `cairn sim`: needs no config or store, only the scenario.
 fn run_sim(scenario: PathBuf, port: u16) -> ExitCode {
-    init_tracing(LogFormat::Text, "info");
+    let _traces = otel::init(LogFormat::Text, "info");
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -168,7 +168,7 @@ where
             return ExitCode::from(2);
         }
     };
-    init_tracing(config.log_format, "info");
+    let traces = otel::init(config.log_format, "info");
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -179,28 +179,16 @@ where
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(body(config)) {
+    let code = match runtime.block_on(body(config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!(%error, "cairn failed");
             eprintln!("cairn: {error}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// Logs go to stderr (stdout carries the lines scripts parse); `RUST_LOG` sets the filter.
-fn init_tracing(format: LogFormat, default_level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
-    match format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
-    }
+    };
+    traces.shutdown();
+    code
 }
 
 /// `cairn keys ...`: usage errors exit 2, store failures 1, each with one line on stderr.

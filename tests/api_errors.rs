@@ -296,7 +296,9 @@ async fn bad_paths_queries_and_headers() {
         ),
         // Routes that do not exist.
         ("/v1/nothing".into(), 404, "/problems/not-found"),
-        ("/".into(), 404, "/problems/not-found"),
+        // `/` is the dashboard (tests/dashboard.rs); an unknown path beside it is not.
+        ("/nothing".into(), 404, "/problems/not-found"),
+        ("/ui/nothing.js".into(), 404, "/problems/not-found"),
     ];
     for (path, status, kind) in gets {
         let response = server.get(&path).await;

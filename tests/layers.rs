@@ -22,9 +22,13 @@ const FLOORS: &[(&str, &[&str])] = &[
     ("meters", &["domain"]),
     ("schema", &["domain"]),
     ("secret", &[]),
-    ("llm", &["domain", "clock", "schema", "secret"]),
+    ("traces", &[]),
+    ("llm", &["domain", "clock", "schema", "secret", "traces"]),
     ("store", &["domain", "clock", "schema", "secret"]),
-    ("tools", &["domain", "clock", "schema", "secret", "store"]),
+    (
+        "tools",
+        &["domain", "clock", "schema", "secret", "store", "traces"],
+    ),
     // The engine: never sim, http, config, wiring (nor the evaluation crate).
     (
         "engine",
@@ -35,7 +39,7 @@ const FLOORS: &[(&str, &[&str])] = &[
     (
         "worker",
         &[
-            "domain", "clock", "schema", "secret", "meters", "store", "engine",
+            "domain", "clock", "schema", "secret", "meters", "store", "engine", "traces",
         ],
     ),
     // The simulator uses ports only.
@@ -64,14 +68,14 @@ const FLOORS: &[(&str, &[&str])] = &[
         "wiring",
         &[
             "domain", "clock", "schema", "secret", "meters", "llm", "store", "tools", "engine",
-            "worker", "sim", "http", "config",
+            "worker", "sim", "http", "config", "traces",
         ],
     ),
     (
         "server",
         &[
             "domain", "clock", "schema", "secret", "meters", "llm", "store", "tools", "engine",
-            "worker", "sim", "http", "config", "wiring",
+            "worker", "sim", "http", "config", "wiring", "traces",
         ],
     ),
 ];

@@ -58,5 +58,6 @@ pub mod server;
 pub mod sim;
 pub mod store;
 pub mod tools;
+pub mod traces;
 pub mod wiring;
 pub mod worker;

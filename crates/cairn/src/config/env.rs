@@ -101,6 +101,7 @@ impl Config {
             "CAIRN_READYZ_CHECK_MODELS" => {
                 self.readyz_check_models = parse(name, value, "true or false")?
             }
+            "CAIRN_DASHBOARD" => self.dashboard = parse(name, value, "true or false")?,
             "CAIRN_ENGINE_RESERVE_FRAC" => {
                 self.engine.reserve_frac = parse(name, value, "a fraction 0..0.9")?
             }

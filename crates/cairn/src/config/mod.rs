@@ -102,6 +102,9 @@ pub struct Config {
     /// timeout) and answers 503 naming the purposes whose endpoint did not answer. Off by
     /// default; no effect when no model is configured (the simulator runs in-process).
     pub readyz_check_models: bool,
+    /// Serve the web dashboard at `/` (`CAIRN_DASHBOARD`); its API calls are as authorised as
+    /// any other client's.
+    pub dashboard: bool,
     /// With no model configured, every answer and tool call of the built-in simulator takes this
     /// long (`CAIRN_SIM_LATENCY_MS`, default 0): a demo where a task can be watched and
     /// cancelled while it runs.
@@ -148,6 +151,7 @@ impl Default for Config {
             eval_report: None,
             test_minimal_engine: false,
             readyz_check_models: false,
+            dashboard: true,
             sim_latency_ms: 0,
             llm_timeout_ms: 120_000,
             engine: crate::domain::settings::EngineSettings::default(),
@@ -180,6 +184,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_EVAL_REPORT", "eval_report"),
     ("CAIRN_TEST_MINIMAL_ENGINE", "test_minimal_engine"),
     ("CAIRN_READYZ_CHECK_MODELS", "readyz_check_models"),
+    ("CAIRN_DASHBOARD", "dashboard"),
     ("CAIRN_SIM_LATENCY_MS", "sim_latency_ms"),
     ("CAIRN_LLM_TIMEOUT_MS", "llm_timeout_ms"),
     ("CAIRN_ENGINE_RESERVE_FRAC", "engine.reserve_frac"),

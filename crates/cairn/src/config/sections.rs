@@ -15,6 +15,7 @@ impl Config {
             poll_interval_ms: self.poll_interval_ms,
             limits: self.http.clone(),
             default_budget: self.default_budget,
+            dashboard: self.dashboard,
         }
     }
 

@@ -21,6 +21,7 @@ pub mod auth_start;
 pub mod conn;
 mod conn_io;
 pub mod cursor;
+pub mod dashboard;
 pub mod doc_schemas;
 pub mod error;
 pub mod events;

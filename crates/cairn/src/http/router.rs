@@ -25,8 +25,8 @@ use super::guard::{self, Guard};
 use super::health::OpenApiDocument;
 use super::state::{AppState, ShutdownSignal};
 use super::{
-    artifacts, auth, auth_doc, events, extract, health, ledger, metrics, plan_diff, plans, rollout,
-    shadow, stats, stream_token, tasks, tools,
+    artifacts, auth, auth_doc, dashboard, events, extract, health, ledger, metrics, plan_diff,
+    plans, rollout, shadow, stats, stream_token, tasks, tools,
 };
 
 #[derive(OpenApi)]
@@ -134,6 +134,9 @@ pub fn router(state: AppState) -> Router {
         state.clone(),
         metrics::count,
     ))
+    // The page holds no privilege (it is a client of the API above), so no route layer of the
+    // API applies to it.
+    .merge(dashboard::routes(state.settings.dashboard))
     .method_not_allowed_fallback(extract::method_not_allowed)
     .fallback(extract::not_found)
     .layer(Extension(document))

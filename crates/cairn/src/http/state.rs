@@ -27,6 +27,8 @@ pub struct HttpSettings {
     pub limits: super::limits::HttpLimits,
     /// The budget of a task submitted without one, unit by unit (`default_budget`).
     pub default_budget: crate::domain::task::Budget,
+    /// Serve the web dashboard at `/` and its files at `/ui/`.
+    pub dashboard: bool,
 }
 
 impl Default for HttpSettings {
@@ -38,6 +40,7 @@ impl Default for HttpSettings {
             poll_interval_ms: 1_000,
             limits: super::limits::HttpLimits::default(),
             default_budget: crate::domain::task::Budget::DEFAULT,
+            dashboard: true,
         }
     }
 }

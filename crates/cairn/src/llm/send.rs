@@ -112,6 +112,10 @@ fn build_request(
         .post(url)
         .json(&body)
         .header(headers::PURPOSE, request.purpose.as_str());
+    // The call's span (crate::traces), so a model server that traces joins the task's trace.
+    if let Some(traceparent) = crate::traces::traceparent() {
+        builder = builder.header("traceparent", traceparent);
+    }
     if let Some(task) = request.task_id {
         builder = builder.header(headers::TASK, task.to_string());
     }

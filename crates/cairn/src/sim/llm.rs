@@ -99,6 +99,7 @@ impl<'a> RequestHeaders<'a> {
                 .is_some_and(|value| value.starts_with("Bearer ")),
             response_format: request.get("response_format").is_some(),
             answered_with: "generic".into(),
+            traceparent: header(map, "traceparent").map(str::to_string),
         }
     }
 }

@@ -53,6 +53,9 @@ pub struct LlmRequestRecord {
     pub response_format: bool,
     /// `replies[N]`, `generic` or `none`, then `+fault:KIND` when a fault was injected.
     pub answered_with: String,
+    /// The W3C `traceparent` the request carried, if any (cairn sends its call's span).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

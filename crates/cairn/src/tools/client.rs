@@ -200,12 +200,17 @@ impl ToolClient {
         call: &ToolCall,
         key: &str,
     ) -> Result<Answer, ToolError> {
-        let response = self
+        let mut request = self
             .http
             .post(url)
             .timeout(Duration::from_millis(timeout_ms))
             .header(IDEMPOTENCY_KEY, key)
-            .header(TASK, call.task_id.to_string())
+            .header(TASK, call.task_id.to_string());
+        // The call's span (crate::traces), so a tool that traces joins the task's trace.
+        if let Some(traceparent) = crate::traces::traceparent() {
+            request = request.header("traceparent", traceparent);
+        }
+        let response = request
             .json(&serde_json::json!({ "args": call.args }))
             .send()
             .await

@@ -26,8 +26,10 @@ use crate::worker::PoolParams;
 
 pub mod clients;
 pub mod metered;
+pub mod traced;
 
 use metered::{MeteredModels, MeteredTools};
+use traced::{TracedModels, TracedTools};
 
 pub use clients::{Clients, WiringError};
 
@@ -50,13 +52,13 @@ pub fn engine(
     let registry = clients.tools.clone();
     let receipts: Arc<dyn ReceiptStore> = Arc::new(StoreReceipts(store));
     let models: Arc<dyn ModelPort> = Arc::new(MeteredModels {
-        inner: Arc::new(LlmModels::new(clients.llm)),
+        inner: Arc::new(TracedModels::over(LlmModels::new(clients.llm))),
         meters: meters.clone(),
     });
     let live = ToolClient::new(clients.tools.clone(), Some(receipts), clock);
     let metered = |inner: Arc<dyn ToolPort>| -> Arc<dyn ToolPort> {
         Arc::new(MeteredTools {
-            inner,
+            inner: Arc::new(TracedTools { inner }),
             meters: meters.clone(),
         })
     };

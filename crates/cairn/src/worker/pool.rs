@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::sync::{Semaphore, broadcast, watch};
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 use super::lease::{HeartbeatParams, spawn_heartbeat};
 use crate::clock::Clock;
@@ -230,8 +231,18 @@ async fn run_claimed(shared: &Shared, claimed: Claimed) {
         meters: params.meters.clone(),
     };
     let engine = params.engine.clone();
+    let budget = ctx.task.budget;
+    let span = crate::traces::Workflow {
+        task_id: &task_id.to_string(),
+        strategy: strategy.as_str(),
+        attempt: i64::from(ctx.task.attempts),
+        budget_tokens: budget.tokens,
+        budget_tool_calls: budget.tool_calls,
+        budget_wall_ms: budget.wall_ms,
+    }
+    .span();
     // A separate task, so an engine panic fails one task instead of killing this loop.
-    let mut run = tokio::spawn(async move { engine.run(ctx).await });
+    let mut run = tokio::spawn(async move { engine.run(ctx).await }.instrument(span.clone()));
     let result = tokio::select! {
         joined = &mut run => joined.unwrap_or_else(|error| {
             Err(EngineError::Other(format!("engine task ended abnormally: {error}")))
@@ -243,6 +254,14 @@ async fn run_claimed(shared: &Shared, claimed: Claimed) {
         }
     };
     heartbeat.abort();
+    let (outcome, ok) = match &result {
+        Ok(RunOutcome::Finished(status)) => (status.as_str(), *status == TaskStatus::Succeeded),
+        Ok(RunOutcome::Yielded) => ("yielded", true),
+        Ok(RunOutcome::LeaseLost) => ("lease_lost", false),
+        Err(_) => ("engine_error", false),
+    };
+    crate::traces::workflow_ended(&span, outcome, ok);
+    drop(span);
     settle(params, &lease, strategy, result).await;
 }
 

@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 
 use serde_json::json;
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 use super::monitor;
 use super::report::Ending;
@@ -131,10 +132,14 @@ impl Schedule {
             self.running.insert(id.clone());
             let was_active = self.resumed.remove(&id);
             let cx = cx.clone();
-            self.set.spawn(async move {
-                let end = runner::run(&cx, &id, was_active).await;
-                (id, end)
-            });
+            // In the task's span, so a milestone's calls belong to the task's trace.
+            self.set.spawn(
+                async move {
+                    let end = runner::run(&cx, &id, was_active).await;
+                    (id, end)
+                }
+                .in_current_span(),
+            );
         }
     }
 

@@ -25,6 +25,11 @@ impl LlmModels {
     pub fn new(client: LlmClient) -> Self {
         Self { client }
     }
+
+    /// The model configured for calls of `of` (what a trace names as the requested model).
+    pub fn model(&self, of: Purpose) -> Option<&str> {
+        self.client.model(purpose(of))
+    }
 }
 
 fn purpose(purpose: Purpose) -> llm::Purpose {
