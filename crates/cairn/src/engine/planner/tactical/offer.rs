@@ -8,6 +8,12 @@
 //! grant stays offered: a "not found" may mean wrong arguments as well as a wrong tool. A tool
 //! from the extras that an accepted list uses is granted to the milestone (`granted` on
 //! `milestone.steps_planned`).
+//!
+//! A side-effecting tool is offered beyond the grant only when the goal itself names its action
+//! (the verb its name starts with: "refund it" for `refund_order`): the submitter asked for
+//! that change, so offering it stays within the task's privilege. On the 1.5B model the plan
+//! granted a refund milestone `cancel_order`, a distractor; every repair was offered readers
+//! only, and the refund the goal asked for could never be made.
 
 use std::collections::BTreeSet;
 
@@ -52,8 +58,10 @@ pub fn offer<'a>(
         milestone.title,
         milestone.outcome.as_deref().unwrap_or_default()
     ));
+    let asked = words(goal);
     let mut candidates: Vec<(usize, &ToolSpec)> = specs
-        .filter(|s| !s.side_effects && !granted.contains(&s.name))
+        .filter(|s| !granted.contains(&s.name))
+        .filter(|s| !s.side_effects || action(&s.name).is_some_and(|verb| asked.contains(verb)))
         .filter(|s| !failed.contains(s.name.as_str()))
         .map(|s| {
             let own = words(&format!("{} {}", s.name.replace('_', " "), s.description));
@@ -116,6 +124,12 @@ fn failing_tools(observations: &[Value]) -> BTreeSet<&str> {
         .filter_map(tool)
         .filter(|t| !succeeded.contains(t))
         .collect()
+}
+
+/// The action a tool's name starts with (`refund` of `refund_order`, `page` of `page_user`).
+fn action(name: &str) -> Option<&str> {
+    let verb = name.rsplit('.').next()?.split(['_', '-']).next()?;
+    (verb.len() >= 3).then_some(verb)
 }
 
 /// Words worth matching: lowercase, three letters or more, not a function word.

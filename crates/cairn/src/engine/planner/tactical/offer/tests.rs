@@ -68,3 +68,37 @@ fn a_reader_that_already_failed_here_is_not_offered_again() {
     assert_eq!(repair.tools, ["get_customer"]);
     assert!(repair.extra.is_empty());
 }
+
+#[test]
+fn a_writer_is_offered_beyond_the_grant_only_when_the_goal_names_its_action() {
+    let mut specs = registry();
+    specs.push(spec("refund_order", "Refund an order by its id.", true));
+    let failed = [json!({"tool": "cancel_order", "ok": false})];
+    let refund: Milestone = serde_json::from_value(json!({
+        "id": "m2", "title": "Order refunded", "effort": 1, "tools": ["cancel_order"],
+        "accept": {"type": "steps_succeeded"}}))
+    .expect("milestone");
+    let goal = "Find the latest order of customer C-1042, refund it and report the refund id.";
+    let repair = offer(specs.iter(), &refund, &failed, Ask::RetryStep, goal);
+    assert!(
+        repair.extra.contains(&"refund_order".to_string()),
+        "{repair:?}"
+    );
+    // The tracking question names no action: no writer, the grant's or another.
+    let failed = [json!({"tool": "get_customer", "ok": false})];
+    let question = offer(
+        specs.iter(),
+        &milestone(),
+        &failed,
+        Ask::ReplanMilestone,
+        GOAL,
+    );
+    assert!(
+        !question.tools.contains(&"refund_order".to_string()),
+        "{question:?}"
+    );
+    assert!(
+        !question.tools.contains(&"cancel_order".to_string()),
+        "{question:?}"
+    );
+}
