@@ -154,10 +154,16 @@ async fn a_wrong_result_climbs_to_l2_and_its_identical_retry_never_runs() {
     assert_eq!(taken[0]["class"], "wrong_result");
     assert_eq!(taken[0]["reason"], "unexpected_observation");
     assert_eq!(taken[1]["escalated_from"], "retry_step");
+    // The repeat is refused and asked once more without lookup_rate; the answer to that
+    // (lookup_rate again, outside the offer) is refused, and the ladder escalates as it would
+    // have on the repeat.
     let refused = of_kind(&events, "milestone.steps_refused");
-    assert_eq!(refused.len(), 1, "{refused:#?}");
+    assert_eq!(refused.len(), 3, "{refused:#?}");
     assert!(refused[0]["data"]["repeated_fingerprint"].is_string());
-    assert_eq!(refused[0]["data"]["escalate_to"], "replan_milestone");
+    assert_eq!(refused[0]["data"]["reask"], true);
+    assert!(refused[1]["data"]["errors"].is_string());
+    assert_eq!(refused[2]["data"]["narrowed"], true);
+    assert_eq!(refused[2]["data"]["escalate_to"], "replan_milestone");
     // The failed call ran once; the refused retry did not run; the L2 list did.
     assert_eq!(stack.sim.stats().tools["lookup_rate"].calls, 2);
     let (_, plans) = stack.get(&format!("/v1/tasks/{id}/plans")).await;

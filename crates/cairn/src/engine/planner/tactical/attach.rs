@@ -1,9 +1,16 @@
-//! Attaching a step list to its milestone.
+//! Committing a tactical answer: its charge, the ladder's verdict on it, and the step list
+//! attached to its milestone or refused.
 
+use serde_json::json;
+
+use super::{Ask, Planned, Proposal, Request, offer};
+use crate::domain::event::kinds::{STEPS_PLANNED, STEPS_REFUSED};
 use crate::domain::plan::{Step, StepStatus};
-use crate::engine::runtime::checkpoint::{Failure, TaskState};
-
-use super::Ask;
+use crate::domain::repair::{ProposalVerdict, RepairLimits, rung_name};
+use crate::engine::Halt;
+use crate::engine::runtime::attempt::Asked;
+use crate::engine::runtime::checkpoint::{Failure, Record, TaskState};
+use crate::engine::runtime::ledger;
 
 /// A step list to attach, with what asked for it.
 pub(super) struct Listed<'a> {
@@ -60,4 +67,130 @@ pub(super) fn attach(state: &mut TaskState, milestone_id: &str, listed: Listed<'
     // Answered: a later ask for this list is its continuation, not this repair again.
     run.pending_repair = None;
     run.guessed = guessed.iter().map(|i| keep + i).collect();
+}
+
+/// Commits one tactical call: its charge, the ladder's verdict on the proposal, and the steps
+/// attached or refused. `Some` ends the asking.
+pub(super) fn commit(
+    state: &mut TaskState,
+    proposal: Proposal<'_>,
+    asked: &Asked,
+    limits: &RepairLimits,
+) -> Result<(Record, Option<Planned>), Halt> {
+    let milestone_id = proposal.request.milestone_id;
+    let mut record = Record::default();
+    let charged = ledger::charge(
+        state,
+        Some(milestone_id),
+        asked.spend,
+        "tactical",
+        &mut record,
+    )?;
+    let exhausted = charged.and_then(|c| c.exhausted);
+    state.run_mut(milestone_id).tactical_calls = proposal.attempt;
+    let level = proposal.request.ask.repair_level();
+    if let (Some(fp), Some(level), true) = (&proposal.fingerprint, level, proposal.may_reask_repeat)
+        && state.ladder.failed_before(milestone_id, fp)
+    {
+        record.push(
+            STEPS_REFUSED,
+            json!({"milestone": milestone_id, "attempt": proposal.attempt,
+                   "repeated_fingerprint": fp.0, "level": level, "reask": true}),
+        );
+        let outcome = exhausted.map(|unit| Planned::Exhausted { unit });
+        return Ok((record, outcome));
+    }
+    // The ladder judges a repair proposal: new ones are executed, failed ones escalate.
+    let verdict = match (&proposal.fingerprint, level) {
+        (Some(fp), Some(level)) => state
+            .ladder
+            .propose(milestone_id, level, fp.clone(), limits),
+        _ => ProposalVerdict::Accept,
+    };
+    let outcome = settle(state, &proposal, verdict, &mut record);
+    let outcome = match exhausted {
+        Some(unit) => Some(Planned::Exhausted { unit }),
+        None => outcome,
+    };
+    Ok((record, outcome))
+}
+
+/// What the verdict on a proposal means: refused (re-ask), repeated (escalate) or attached.
+fn settle(
+    state: &mut TaskState,
+    proposal: &Proposal<'_>,
+    verdict: ProposalVerdict,
+    record: &mut Record,
+) -> Option<Planned> {
+    let Request {
+        milestone_id,
+        ask,
+        failure,
+        ..
+    } = proposal.request;
+    let attempt = proposal.attempt;
+    let level = ask.repair_level();
+    match (proposal.parsed, proposal.fingerprint.clone().map(|f| f.0)) {
+        (Err(reason), _) => {
+            if !proposal.transient {
+                state.metrics.step_lists_invalid += 1;
+                state.metrics.planner_failures += 1;
+            }
+            record.push(
+                STEPS_REFUSED,
+                json!({"milestone": milestone_id, "attempt": attempt, "errors": reason}),
+            );
+            None
+        }
+        (Ok(_), Some(fp)) if verdict != ProposalVerdict::Accept => {
+            let to = match verdict {
+                ProposalVerdict::Escalate { to } => Some(to),
+                _ => None,
+            };
+            record.push(
+                STEPS_REFUSED,
+                json!({"milestone": milestone_id, "attempt": attempt,
+                       "repeated_fingerprint": fp, "level": level,
+                       "escalate_to": rung_name(to)}),
+            );
+            Some(Planned::Repeated {
+                fingerprint: fp,
+                to,
+            })
+        }
+        (Ok(steps), Some(fp)) => {
+            let listed = Listed {
+                ask,
+                failure,
+                steps: steps.clone(),
+                guessed: &proposal.guessed,
+            };
+            attach(state, milestone_id, listed);
+            let granted = offer::grant(state, milestone_id, steps, proposal.extra);
+            let mut planned = json!({"milestone": milestone_id, "attempt": attempt,
+                                     "level": level, "fingerprint": fp, "steps": steps});
+            if !granted.is_empty() {
+                planned["granted"] = json!(granted);
+            }
+            if ask == Ask::Continue {
+                planned["continued"] = json!(true);
+            }
+            if !proposal.guessed.is_empty() {
+                // The steps that wait for the outputs before them (shown again, then run).
+                let ids: Vec<&str> = proposal
+                    .guessed
+                    .iter()
+                    .filter_map(|&i| steps.get(i).map(|s| s.id.as_str()))
+                    .collect();
+                planned["unshown_values_in"] = json!(ids);
+            }
+            record.push(STEPS_PLANNED, planned);
+            if let Some(level) = level {
+                record.plan_version =
+                    Some((level.as_str().to_string(), failure.and_then(|f| f.seq)));
+            }
+            Some(Planned::Steps { fingerprint: fp })
+        }
+        (Ok(_), None) => None,
+    }
 }

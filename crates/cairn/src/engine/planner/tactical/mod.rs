@@ -5,30 +5,29 @@
 //! depends on and the full schemas of the tools it may use. On repair it also carries what was
 //! tried and how it failed. A step list that fails validation goes back to the model with the
 //! errors, a bounded number of times; a repair list whose fingerprint already failed is not
-//! executed again: the ladder escalates instead, or, with `explore_repeats`, it is first refused
-//! and asked once more, sampled warmer ([`Sampling::Explore`]), and a second repeat escalates.
+//! executed again: it is refused and asked once more without the tools that failed in the
+//! milestone ([`offer::narrowed`], when another tool stays offered) or, with `explore_repeats`,
+//! sampled warmer ([`Sampling::Explore`]); a repeat that cannot be asked so escalates.
 
 mod attach;
 mod input;
 mod offer;
 mod proposal;
+mod repeat;
 
-use serde_json::json;
-
-use crate::domain::event::kinds::{STEPS_PLANNED, STEPS_REFUSED};
 use crate::domain::ledger::Unit;
 use crate::domain::plan::fingerprint::{Fingerprint, of_steps};
 use crate::domain::plan::{Milestone, Step};
-use crate::domain::repair::{ProposalVerdict, RepairLevel, RepairLimits, rung_name};
+use crate::domain::repair::RepairLevel;
 use crate::engine::Halt;
 use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Asked, Attempt};
-use crate::engine::runtime::checkpoint::{Failure, Record, TaskState};
-use crate::engine::runtime::ledger;
+use crate::engine::runtime::checkpoint::Failure;
 use crate::engine::runtime::ports::{FailureKind, Purpose, Sampling};
 use crate::engine::{prompts, schemas};
-use attach::{Listed, attach};
+use attach::commit;
 use proposal::{guesses, parse};
+use repeat::{escalate_repeat, repeat_refusal};
 
 /// Which kind of step list is asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +95,8 @@ pub(super) struct Request<'a> {
     pub(super) failure: Option<&'a Failure>,
     /// The validation errors of the previous proposal, on a re-ask.
     pub(super) errors: Option<&'a str>,
+    /// A re-ask after a repeated repair: the tools that failed here are not offered.
+    pub(super) narrowed: bool,
 }
 
 /// The model's answer to one request, judged, as it is committed.
@@ -108,8 +109,8 @@ struct Proposal<'a> {
     fingerprint: Option<Fingerprint>,
     /// Tools offered beyond the milestone's grant ([`offer`]): granted when a list uses them.
     extra: &'a [String],
-    /// A repair proposal that repeats a failed list is refused and asked once more, sampled
-    /// warmer, before the ladder escalates on it.
+    /// A repair proposal that repeats a failed list is refused and asked once more (without
+    /// the tools that failed here, or sampled warmer) before the ladder escalates on it.
     may_reask_repeat: bool,
     /// Indices (in the proposed list) of the steps naming a value the planner was not shown.
     guessed: Vec<usize>,
@@ -125,72 +126,109 @@ pub async fn plan_steps(
     let limits = super::repair::limits(&cx.config);
     let mut errors: Option<String> = None;
     let mut sampling = Sampling::Endpoint;
+    let mut narrowed = false;
+    let mut repeated: Option<Fingerprint> = None;
     for reask in 0..=cx.config.max_reasks {
         let request = Request {
             milestone_id,
             ask,
             failure,
             errors: errors.as_deref(),
+            narrowed,
         };
-        let Some((milestone, attempt, input, offered)) = read_question(cx, &request).await else {
+        let Some(answered) = ask_once(cx, &request, sampling).await else {
             return Ok(Planned::Unusable {
                 reason: format!("milestone {milestone_id} is not in the plan"),
             });
         };
-        let turns = input::repair_turns(&request, &milestone);
-        let shown = input::shown(&input);
-        let question = Question {
-            purpose: Purpose::Tactical,
-            milestone: Some(milestone_id),
-            attempt,
-            prompt: &prompts::TACTICAL,
-            input,
-            turns,
-            schema: schemas::tactical(&cx.tool_schemas(&offered.tools), ask == Ask::Continue),
-        };
-        let asked = cx.ask_sampled(question, sampling).await;
+        let Answered { asked, offered, .. } = &answered;
         let writes = |tool: &str| cx.specs.get(tool).is_some_and(|spec| spec.side_effects);
-        let parsed = parse(&asked, &milestone, ask, &writes);
+        let parsed = parse(asked, &answered.milestone, ask, &writes);
         let fingerprint = parsed.as_ref().ok().map(|steps| of_steps(steps));
         let guessed = parsed
             .as_ref()
-            .map_or_else(|_| Vec::new(), |steps| guesses(steps, &shown));
+            .map_or_else(|_| Vec::new(), |steps| guesses(steps, &answered.shown));
         let proposal = Proposal {
             request,
-            attempt,
+            attempt: answered.attempt,
             parsed: &parsed,
             transient: matches!(&asked.reply, Err(e) if e.kind != FailureKind::InvalidOutput),
             fingerprint: fingerprint.clone(),
             extra: &offered.extra,
-            may_reask_repeat: cx.config.explore_repeats
-                && sampling == Sampling::Endpoint
-                && reask < cx.config.max_reasks,
+            may_reask_repeat: reask < cx.config.max_reasks
+                && ((cx.config.explore_repeats && sampling == Sampling::Endpoint)
+                    || offered.narrowable),
             guessed,
         };
         let (_, outcome) = cx
             .journal
             .record_prompted(&asked.prompt, |state| {
-                commit(state, proposal, &asked, &limits)
+                commit(state, proposal, asked, &limits)
             })
             .await?;
         if let Some(outcome) = outcome {
             return Ok(outcome);
         }
-        errors = match (parsed, fingerprint) {
-            (Err(reason), _) => Some(reason),
-            // Refused as a repeat: the same question once more, with the refusal stated.
+        // The narrowed question is asked once: an unusable answer to it leaves the ladder where
+        // the repeat put it.
+        if let (true, Some(level), Some(fp)) = (narrowed, ask.repair_level(), repeated.take()) {
+            return escalate_repeat(cx, milestone_id, level, fp, &limits).await;
+        }
+        errors = Some(match (parsed, fingerprint) {
+            (Err(reason), _) => reason,
+            // Refused as a repeat: the question once more, with the refusal stated, without the
+            // tools that failed here (the schema no longer allows the call that failed), or
+            // sampled warmer where nothing can be taken away.
             (Ok(_), fp) => {
-                sampling = Sampling::Explore;
-                Some(format!(
-                    "this step list repeats one that already failed (fingerprint {}); it is \
-                     not run again: write a different list",
-                    fp.map(|f| f.0).unwrap_or_default()
-                ))
+                if offered.narrowable {
+                    narrowed = true;
+                    repeated.clone_from(&fp);
+                } else {
+                    sampling = Sampling::Explore;
+                }
+                repeat_refusal(fp, offered)
             }
-        };
+        });
     }
     Ok(Planned::Unusable {
         reason: errors.unwrap_or_else(|| "no usable step list".into()),
+    })
+}
+
+/// One tactical call as it was asked and answered.
+struct Answered {
+    milestone: Milestone,
+    attempt: u32,
+    offered: offer::Offer,
+    /// The text of the input, less the list it may replace ([`input::shown`]).
+    shown: String,
+    asked: Asked,
+}
+
+/// Asks the tactical planner `request` once; `None` when the plan has no such milestone.
+async fn ask_once(cx: &Attempt, request: &Request<'_>, sampling: Sampling) -> Option<Answered> {
+    let (milestone, attempt, input, offered) = read_question(cx, request).await?;
+    let turns = input::repair_turns(request, &milestone);
+    let shown = input::shown(&input);
+    let question = Question {
+        purpose: Purpose::Tactical,
+        milestone: Some(request.milestone_id),
+        attempt,
+        prompt: &prompts::TACTICAL,
+        input,
+        turns,
+        schema: schemas::tactical(
+            &cx.tool_schemas(&offered.tools),
+            request.ask == Ask::Continue,
+        ),
+    };
+    let asked = cx.ask_sampled(question, sampling).await;
+    Some(Answered {
+        milestone,
+        attempt,
+        offered,
+        shown,
+        asked,
     })
 }
 
@@ -225,134 +263,16 @@ async fn read_question(
                 request.ask,
                 &cx.task().goal,
             );
+            let writes = |tool: &str| cx.specs.get(tool).is_some_and(|spec| spec.side_effects);
+            let offered = offer::narrowed(
+                offered,
+                observations,
+                request.ask,
+                request.narrowed,
+                &writes,
+            );
             let input = input::input(cx, request, state, &milestone, &offered.tools);
             Some((milestone, attempt, input, offered))
         })
         .await
-}
-
-/// Commits one tactical call: its charge, the ladder's verdict on the proposal, and the steps
-/// attached or refused. `Some` ends the asking.
-fn commit(
-    state: &mut TaskState,
-    proposal: Proposal<'_>,
-    asked: &Asked,
-    limits: &RepairLimits,
-) -> Result<(Record, Option<Planned>), Halt> {
-    let milestone_id = proposal.request.milestone_id;
-    let mut record = Record::default();
-    let charged = ledger::charge(
-        state,
-        Some(milestone_id),
-        asked.spend,
-        "tactical",
-        &mut record,
-    )?;
-    let exhausted = charged.and_then(|c| c.exhausted);
-    state.run_mut(milestone_id).tactical_calls = proposal.attempt;
-    let level = proposal.request.ask.repair_level();
-    if let (Some(fp), Some(level), true) = (&proposal.fingerprint, level, proposal.may_reask_repeat)
-        && state.ladder.failed_before(milestone_id, fp)
-    {
-        record.push(
-            STEPS_REFUSED,
-            json!({"milestone": milestone_id, "attempt": proposal.attempt,
-                   "repeated_fingerprint": fp.0, "level": level, "reask": true}),
-        );
-        let outcome = exhausted.map(|unit| Planned::Exhausted { unit });
-        return Ok((record, outcome));
-    }
-    // The ladder judges a repair proposal: new ones are executed, failed ones escalate.
-    let verdict = match (&proposal.fingerprint, level) {
-        (Some(fp), Some(level)) => state
-            .ladder
-            .propose(milestone_id, level, fp.clone(), limits),
-        _ => ProposalVerdict::Accept,
-    };
-    let outcome = settle(state, &proposal, verdict, &mut record);
-    let outcome = match exhausted {
-        Some(unit) => Some(Planned::Exhausted { unit }),
-        None => outcome,
-    };
-    Ok((record, outcome))
-}
-
-/// What the verdict on a proposal means: refused (re-ask), repeated (escalate) or attached.
-fn settle(
-    state: &mut TaskState,
-    proposal: &Proposal<'_>,
-    verdict: ProposalVerdict,
-    record: &mut Record,
-) -> Option<Planned> {
-    let Request {
-        milestone_id,
-        ask,
-        failure,
-        ..
-    } = proposal.request;
-    let attempt = proposal.attempt;
-    let level = ask.repair_level();
-    match (proposal.parsed, proposal.fingerprint.clone().map(|f| f.0)) {
-        (Err(reason), _) => {
-            if !proposal.transient {
-                state.metrics.step_lists_invalid += 1;
-                state.metrics.planner_failures += 1;
-            }
-            record.push(
-                STEPS_REFUSED,
-                json!({"milestone": milestone_id, "attempt": attempt, "errors": reason}),
-            );
-            None
-        }
-        (Ok(_), Some(fp)) if verdict != ProposalVerdict::Accept => {
-            let to = match verdict {
-                ProposalVerdict::Escalate { to } => Some(to),
-                _ => None,
-            };
-            record.push(
-                STEPS_REFUSED,
-                json!({"milestone": milestone_id, "attempt": attempt,
-                       "repeated_fingerprint": fp, "level": level,
-                       "escalate_to": rung_name(to)}),
-            );
-            Some(Planned::Repeated {
-                fingerprint: fp,
-                to,
-            })
-        }
-        (Ok(steps), Some(fp)) => {
-            let listed = Listed {
-                ask,
-                failure,
-                steps: steps.clone(),
-                guessed: &proposal.guessed,
-            };
-            attach(state, milestone_id, listed);
-            let granted = offer::grant(state, milestone_id, steps, proposal.extra);
-            let mut planned = json!({"milestone": milestone_id, "attempt": attempt,
-                                     "level": level, "fingerprint": fp, "steps": steps});
-            if !granted.is_empty() {
-                planned["granted"] = json!(granted);
-            }
-            if ask == Ask::Continue {
-                planned["continued"] = json!(true);
-            }
-            if !proposal.guessed.is_empty() {
-                // The steps that wait for the outputs before them (shown again, then run).
-                let ids: Vec<&str> = proposal
-                    .guessed
-                    .iter()
-                    .filter_map(|&i| steps.get(i).map(|s| s.id.as_str()))
-                    .collect();
-                planned["unshown_values_in"] = json!(ids);
-            }
-            record.push(STEPS_PLANNED, planned);
-            if let Some(level) = level {
-                record.plan_version =
-                    Some((level.as_str().to_string(), failure.and_then(|f| f.seq)));
-            }
-            Some(Planned::Steps { fingerprint: fp })
-        }
-        (Ok(_), None) => None,
-    }
 }

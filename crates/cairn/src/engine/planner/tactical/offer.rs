@@ -32,6 +32,11 @@ pub const MAX_EXTRA: usize = 3;
 pub struct Offer {
     pub tools: Vec<String>,
     pub extra: Vec<String>,
+    /// Offered tools that failed in this milestone and never succeeded there.
+    pub failing: Vec<String>,
+    /// A repair that repeats a failed list may be asked again without `failing` (something
+    /// else stays offered).
+    pub narrowable: bool,
 }
 
 /// The offer for `milestone` under `ask`. `observations` are the milestone's record
@@ -48,9 +53,10 @@ pub fn offer<'a>(
     if ask.repair_level().is_none() {
         return Offer {
             tools: granted,
-            extra: Vec::new(),
+            ..Offer::default()
         };
     }
+    let specs: Vec<&ToolSpec> = specs.collect();
     let failed = failing_tools(observations);
     let mut tools = granted.clone();
     let about = words(&format!(
@@ -60,6 +66,8 @@ pub fn offer<'a>(
     ));
     let asked = words(goal);
     let mut candidates: Vec<(usize, &ToolSpec)> = specs
+        .iter()
+        .copied()
         .filter(|s| !granted.contains(&s.name))
         .filter(|s| !s.side_effects || action(&s.name).is_some_and(|verb| asked.contains(verb)))
         .filter(|s| !failed.contains(s.name.as_str()))
@@ -77,7 +85,44 @@ pub fn offer<'a>(
         .map(|(_, s)| s.name.clone())
         .collect();
     tools.extend(extra.iter().cloned());
-    Offer { tools, extra }
+    Offer {
+        tools,
+        extra,
+        ..Offer::default()
+    }
+}
+
+/// The offer of a repair that proposed a failed list again: the tools that failed in this
+/// milestone and never succeeded there are taken out (`narrow`), so the answer's schema no
+/// longer allows the call that failed; the 1.5B model otherwise proposed the same "not found"
+/// call at every rung. When a writer is offered and no change is made yet while a read
+/// answered, the readers are taken out too: another read cannot make the change (the model
+/// re-listed the orders at every rung), and what the reads answered stays in view. Without
+/// `narrow`, says whether taking them out would leave anything.
+pub fn narrowed(
+    mut offer: Offer,
+    observations: &[Value],
+    ask: Ask,
+    narrow: bool,
+    writes: &dyn Fn(&str) -> bool,
+) -> Offer {
+    let failed = failing_tools(observations);
+    let owed = change_still_owed(&offer.tools, observations, writes);
+    offer.failing = offer
+        .tools
+        .iter()
+        .filter(|t| failed.contains(t.as_str()) || (owed && !writes(t)))
+        .cloned()
+        .collect();
+    let leaves_some = offer.tools.len() > offer.failing.len();
+    let can = ask.repair_level().is_some() && !offer.failing.is_empty() && leaves_some;
+    if narrow && can {
+        let failing = offer.failing.clone();
+        offer.tools.retain(|t| !failing.contains(t));
+        offer.extra.retain(|t| !failing.contains(t));
+    }
+    offer.narrowable = can && !narrow;
+    offer
 }
 
 /// Grants `milestone_id` the tools of `extra` that `steps` use; returns them. The executor then
@@ -105,6 +150,28 @@ pub fn grant(
         }
     }
     used
+}
+
+/// Whether a writer is offered, none of the milestone's calls made a change, and a read of it
+/// succeeded.
+fn change_still_owed(
+    offered: &[String],
+    observations: &[Value],
+    writes: &dyn Fn(&str) -> bool,
+) -> bool {
+    let ok = answered_tools(observations);
+    offered.iter().any(|t| writes(t))
+        && !ok.iter().any(|t| writes(t))
+        && ok.iter().any(|t| !writes(t))
+}
+
+/// Tools with a successful call in the record.
+fn answered_tools(observations: &[Value]) -> BTreeSet<&str> {
+    observations
+        .iter()
+        .filter(|o| o.get("ok").and_then(Value::as_bool) == Some(true))
+        .filter_map(|o| o.get("tool").and_then(Value::as_str))
+        .collect()
 }
 
 /// Tools with a failed call in the record and no successful one.

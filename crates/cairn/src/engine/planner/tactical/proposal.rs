@@ -30,6 +30,9 @@ pub(super) fn parse(
         .map_err(|error| format!("not a step list: {error}"))?;
     // Calls repeated with nothing between to change their answer are cut, not refused.
     let (mut steps, _dropped) = drop_repeated_calls(steps);
+    // Two steps under one id are a slip of naming, not of planning: the 1.5B model's repair
+    // was refused three times for it and the milestone went to a new strategy.
+    rename_taken_ids(&mut steps, &BTreeSet::new());
     if ask == Ask::Continue {
         steps = continuation(milestone, steps, writes);
     }
@@ -73,19 +76,23 @@ fn continuation(
                     .any(|later| later.status == StepStatus::Done && writes(&later.tool))
         })
     };
-    let mut taken: BTreeSet<String> = ran.iter().map(|s| s.id.clone()).collect();
-    let mut kept = Vec::with_capacity(steps.len());
-    for mut step in steps.into_iter().filter(|s| !done_unchanged(s)) {
-        if taken.contains(&step.id) {
-            let free = (1..)
-                .map(|n| format!("s{n}"))
-                .find(|id| !taken.contains(id));
+    let taken: BTreeSet<String> = ran.iter().map(|s| s.id.clone()).collect();
+    let mut kept: Vec<Step> = steps.into_iter().filter(|s| !done_unchanged(s)).collect();
+    rename_taken_ids(&mut kept, &taken);
+    kept
+}
+
+/// Gives a step whose id is in `taken` or used by an earlier step of `steps` the first free
+/// `sN`.
+fn rename_taken_ids(steps: &mut [Step], taken: &BTreeSet<String>) {
+    let mut used = taken.clone();
+    for step in steps.iter_mut() {
+        if used.contains(&step.id) {
+            let free = (1..).map(|n| format!("s{n}")).find(|id| !used.contains(id));
             step.id = free.unwrap_or_default();
         }
-        taken.insert(step.id.clone());
-        kept.push(step);
+        used.insert(step.id.clone());
     }
-    kept
 }
 
 /// The indices of the steps that name a value the planner was not shown.
@@ -158,6 +165,33 @@ mod tests {
         assert_eq!(rest.len(), 1);
         assert_eq!(rest[0].tool, "refund_order");
         assert_eq!(rest[0].id, "s2", "s1 ran already");
+    }
+
+    #[test]
+    fn two_steps_under_one_id_are_renamed_not_refused() {
+        let mut steps = vec![
+            step(
+                "s1",
+                "list_orders",
+                json!({"customer": "C-1"}),
+                StepStatus::Pending,
+            ),
+            step(
+                "s1",
+                "refund_order",
+                json!({"order": "o-9"}),
+                StepStatus::Pending,
+            ),
+            step(
+                "s2",
+                "refund_order",
+                json!({"order": "o-8"}),
+                StepStatus::Pending,
+            ),
+        ];
+        rename_taken_ids(&mut steps, &BTreeSet::new());
+        let ids: Vec<&str> = steps.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["s1", "s2", "s3"]);
     }
 
     #[test]

@@ -12,6 +12,10 @@ fn spec(name: &str, description: &str, side_effects: bool) -> ToolSpec {
     }
 }
 
+fn writes(tool: &str) -> bool {
+    tool == "cancel_order"
+}
+
 fn registry() -> Vec<ToolSpec> {
     vec![
         spec(
@@ -101,4 +105,56 @@ fn a_writer_is_offered_beyond_the_grant_only_when_the_goal_names_its_action() {
         !question.tools.contains(&"cancel_order".to_string()),
         "{question:?}"
     );
+}
+
+#[test]
+fn a_repeated_repair_owing_a_change_keeps_the_writers_and_drops_the_reads_that_answered() {
+    let mut specs = registry();
+    specs.push(spec("refund_order", "Refund an order by its id.", true));
+    specs.push(spec(
+        "list_orders",
+        "A customer's orders, newest first.",
+        false,
+    ));
+    let refund: Milestone = serde_json::from_value(json!({
+        "id": "m3", "title": "Latest order refunded", "effort": 1,
+        "tools": ["cancel_order", "list_orders"], "accept": {"type": "steps_succeeded"}}))
+    .expect("milestone");
+    let goal = "Find the latest order of customer C-1042, refund it and report the refund id.";
+    let record = [
+        json!({"tool": "cancel_order", "ok": false}),
+        json!({"tool": "list_orders", "ok": true}),
+    ];
+    let writer = |t: &str| t == "cancel_order" || t == "refund_order";
+    let repair = offer(specs.iter(), &refund, &record, Ask::RetryStep, goal);
+    assert!(
+        repair.tools.contains(&"list_orders".to_string()),
+        "{repair:?}"
+    );
+    let again = narrowed(repair, &record, Ask::RetryStep, true, &writer);
+    assert_eq!(again.tools, ["refund_order"], "{again:?}");
+}
+
+#[test]
+fn a_repeated_repair_is_asked_again_without_the_tools_that_failed_here() {
+    let specs = registry();
+    let failed = [json!({"tool": "get_customer", "ok": false})];
+    let repair = offer(specs.iter(), &milestone(), &failed, Ask::RetryStep, GOAL);
+    let first = narrowed(repair.clone(), &failed, Ask::RetryStep, false, &writes);
+    assert!(first.narrowable, "{first:?}");
+    assert_eq!(
+        first.tools,
+        ["get_customer", "get_order"],
+        "nothing is taken out yet"
+    );
+    let again = narrowed(repair, &failed, Ask::RetryStep, true, &writes);
+    assert_eq!(again.tools, ["get_order"]);
+    assert_eq!(again.failing, ["get_customer"]);
+    assert!(!again.narrowable, "once only");
+    // A first list, or a repair whose only tool failed, is never narrowed.
+    let initial = offer(specs.iter(), &milestone(), &failed, Ask::Initial, GOAL);
+    assert!(!narrowed(initial, &failed, Ask::Initial, false, &writes).narrowable);
+    let only: Vec<ToolSpec> = vec![spec("get_customer", "A customer's profile.", false)];
+    let alone = offer(only.iter(), &milestone(), &failed, Ask::RetryStep, GOAL);
+    assert!(!narrowed(alone, &failed, Ask::RetryStep, false, &writes).narrowable);
 }
