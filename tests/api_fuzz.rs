@@ -62,29 +62,6 @@ fn schemathesis_bin() -> PathBuf {
     path
 }
 
-/// Creates the test's API key in the SQLite file before the server starts: `cairn keys create`
-/// for tenant `default` with every scope. A store holding a key ends dev mode, so the server
-/// enforces authentication as in production and schemathesis checks it (`ignored_auth`).
-async fn create_key(sqlite: &Path) -> String {
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .args(["keys", "create", "--tenant", "default"])
-        .args(["--scopes", "read,submit,admin", "--name", "api-fuzz"])
-        .env_remove("DATABASE_URL")
-        .env_remove("CAIRN_DATABASE_URL")
-        .env_remove("CAIRN_CONFIG")
-        .env("CAIRN_SQLITE_PATH", sqlite)
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .expect("run cairn keys create");
-    assert!(
-        output.status.success(),
-        "cairn keys create failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
-}
-
 /// The headers every fuzz request carries, as `Name: value`: the one place that says how the
 /// test authenticates. schemathesis also sends requests without them, or with them altered, and
 /// expects the 401s the document lists.
@@ -139,7 +116,7 @@ async fn schemathesis_with_every_check_finds_nothing() {
     // Before the server starts: a missing fuzzer fails at once.
     schemathesis_bin();
     let db = common::TestSqlite::create();
-    let key = create_key(&db.path).await;
+    let key = serve_process::create_key(&db.path, "read,submit,admin", "api-fuzz").await;
     let serve = Serve::start(
         Db::Sqlite(&db.path),
         &[

@@ -42,33 +42,12 @@ fn browser_installed() {
     );
 }
 
-/// `cairn keys create` in the SQLite file before the server starts, which ends dev mode.
-async fn create_key(sqlite: &Path) -> String {
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .args(["keys", "create", "--tenant", "default"])
-        .args(["--scopes", "read,submit", "--name", "dashboard"])
-        .env_remove("DATABASE_URL")
-        .env_remove("CAIRN_DATABASE_URL")
-        .env_remove("CAIRN_CONFIG")
-        .env("CAIRN_SQLITE_PATH", sqlite)
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .expect("run cairn keys create");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
-}
-
 #[tokio::test]
 #[ignore = "needs chromium and playwright-core (scripts/install-browser.sh); scripts/test.sh runs it"]
 async fn the_dashboard_follows_a_task_in_a_browser() {
     browser_installed();
     let db = common::TestSqlite::create();
-    let key = create_key(&db.path).await;
+    let key = serve_process::create_key(&db.path, "read,submit", "dashboard").await;
     let serve = Serve::start(
         Db::Sqlite(&db.path),
         &[

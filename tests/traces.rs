@@ -145,8 +145,19 @@ async fn run_worked_example(serve: &Serve) -> String {
     }
 }
 
-#[tokio::test]
-async fn a_task_attempt_is_one_trace_of_genai_spans_and_its_requests_carry_traceparent() {
+/// What one traced run of the worked example left: the spans, the simulator, the task id and
+/// everything the receiver got.
+struct Traced {
+    all: Vec<Span>,
+    workflow: Span,
+    sim: SimServer,
+    id: String,
+    received: Received,
+}
+
+/// Runs the worked example on a `cairn serve` exporting to a fresh receiver, with `env` added,
+/// and waits until the attempt's span (the last to end) has been exported.
+async fn traced_run(env: &[(&str, &str)]) -> Traced {
     let (otlp, received) = receiver().await;
     let sim = SimServer::start_file(
         &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/worked_example.json"),
@@ -163,23 +174,19 @@ async fn a_task_attempt_is_one_trace_of_genai_spans_and_its_requests_carry_trace
     let db = common::TestSqlite::create();
     let tools_file = db.path.with_extension("tools.json");
     std::fs::write(&tools_file, registry).unwrap();
-    let serve = Serve::start(
-        Db::Sqlite(&db.path),
-        &[
-            ("CAIRN_TEST_MINIMAL_ENGINE", "false"),
-            ("CAIRN_LLM_DEFAULT_BASE_URL", sim.base_url()),
-            ("CAIRN_LLM_DEFAULT_MODEL", "cairn-sim"),
-            ("CAIRN_LLM_DEFAULT_API_KEY", API_KEY),
-            ("CAIRN_TOOLS_FILE", tools_file.to_str().unwrap()),
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.as_str()),
-            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
-            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
-        ],
-    )
-    .await;
+    let mut all_env = vec![
+        ("CAIRN_TEST_MINIMAL_ENGINE", "false"),
+        ("CAIRN_LLM_DEFAULT_BASE_URL", sim.base_url()),
+        ("CAIRN_LLM_DEFAULT_MODEL", "cairn-sim"),
+        ("CAIRN_LLM_DEFAULT_API_KEY", API_KEY),
+        ("CAIRN_TOOLS_FILE", tools_file.to_str().unwrap()),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ];
+    all_env.extend_from_slice(env);
+    let serve = Serve::start(Db::Sqlite(&db.path), &all_env).await;
     let id = run_worked_example(&serve).await;
-
-    // The attempt's span ends after the task does; wait for it to be exported.
     let started = Instant::now();
     let workflow = loop {
         let found = spans(&received)
@@ -194,8 +201,25 @@ async fn a_task_attempt_is_one_trace_of_genai_spans_and_its_requests_carry_trace
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let all = spans(&received);
+    drop(serve);
+    Traced {
+        all: spans(&received),
+        workflow,
+        sim,
+        id,
+        received,
+    }
+}
+
+#[tokio::test]
+async fn a_task_attempt_is_one_trace_of_genai_spans_and_its_requests_carry_traceparent() {
+    let Traced {
+        all,
+        workflow,
+        sim,
+        id,
+        received,
+    } = traced_run(&[]).await;
     assert_eq!(workflow.attributes["cairn.task.id"], json!(id));
     assert_eq!(workflow.attributes["cairn.outcome"], json!("succeeded"));
     assert_eq!(
@@ -287,5 +311,34 @@ async fn a_task_attempt_is_one_trace_of_genai_spans_and_its_requests_carry_trace
     }
     let exported = serde_json::to_string(&*received.lock().unwrap()).unwrap();
     assert!(!exported.contains(API_KEY), "a secret reached the traces");
-    drop(serve);
+    assert!(
+        !exported.contains("gen_ai.input.messages") && !exported.contains(GOAL),
+        "no message content unless the operator opts in"
+    );
+}
+
+/// With the operator's opt-in, each chat span carries what was sent and what came back.
+#[tokio::test]
+async fn message_content_is_on_the_spans_only_when_the_operator_opts_in() {
+    let traced =
+        traced_run(&[("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")]).await;
+    let chats: Vec<&Span> = traced
+        .all
+        .iter()
+        .filter(|s| s.name.starts_with("chat "))
+        .collect();
+    assert!(!chats.is_empty());
+    for chat in chats {
+        let input = chat.attributes["gen_ai.input.messages"].as_str().unwrap();
+        let messages: Value = serde_json::from_str(input).unwrap();
+        assert_eq!(messages[0]["role"], "system", "{messages:#}");
+        assert!(
+            input.contains("db.url"),
+            "the input names the goal: {input}"
+        );
+        let output = chat.attributes["gen_ai.output.messages"].as_str().unwrap();
+        assert!(output.contains("assistant"), "{output}");
+    }
+    let exported = serde_json::to_string(&*traced.received.lock().unwrap()).unwrap();
+    assert!(!exported.contains(API_KEY), "a secret reached the traces");
 }

@@ -241,3 +241,26 @@ impl SimStack {
         env
     }
 }
+
+/// `cairn keys create` for tenant `default` in the SQLite file `sqlite` before a server starts
+/// on it: a store holding a key ends dev mode, so the server enforces authentication as in
+/// production. Returns the key.
+pub async fn create_key(sqlite: &std::path::Path, scopes: &str, name: &str) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["keys", "create", "--tenant", "default"])
+        .args(["--scopes", scopes, "--name", name])
+        .env_remove("DATABASE_URL")
+        .env_remove("CAIRN_DATABASE_URL")
+        .env_remove("CAIRN_CONFIG")
+        .env("CAIRN_SQLITE_PATH", sqlite)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("run cairn keys create");
+    assert!(
+        output.status.success(),
+        "cairn keys create failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}

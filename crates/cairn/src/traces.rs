@@ -108,8 +108,20 @@ impl Chat<'_> {
             cairn.attempt = self.attempt,
             cairn.repair.level = self.repair_level,
             cairn.verdict = Empty,
+            gen_ai.input.messages = Empty,
+            gen_ai.output.messages = Empty,
         )
     }
+}
+
+/// The messages a call sent, on its span (only when the operator opted in to content).
+pub fn chat_input(span: &Span, messages: &serde_json::Value) {
+    span.record("gen_ai.input.messages", messages.to_string().as_str());
+}
+
+/// The answer a call got, on its span (only when the operator opted in to content).
+pub fn chat_output(span: &Span, messages: &serde_json::Value) {
+    span.record("gen_ai.output.messages", messages.to_string().as_str());
 }
 
 /// What a model call came to, recorded on its `chat` span.

@@ -102,6 +102,9 @@ impl Config {
                 self.readyz_check_models = parse(name, value, "true or false")?
             }
             "CAIRN_DASHBOARD" => self.dashboard = parse(name, value, "true or false")?,
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT" => {
+                self.otel_capture_content = parse(name, value, "true or false")?
+            }
             "CAIRN_ENGINE_RESERVE_FRAC" => {
                 self.engine.reserve_frac = parse(name, value, "a fraction 0..0.9")?
             }

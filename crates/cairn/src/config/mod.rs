@@ -105,6 +105,10 @@ pub struct Config {
     /// Serve the web dashboard at `/` (`CAIRN_DASHBOARD`); its API calls are as authorised as
     /// any other client's.
     pub dashboard: bool,
+    /// Put each model call's messages and answer on its trace span (`gen_ai.input.messages`,
+    /// `gen_ai.output.messages`); off by default, since prompts carry task data
+    /// (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`, as the GenAI instrumentations name it).
+    pub otel_capture_content: bool,
     /// With no model configured, every answer and tool call of the built-in simulator takes this
     /// long (`CAIRN_SIM_LATENCY_MS`, default 0): a demo where a task can be watched and
     /// cancelled while it runs.
@@ -152,6 +156,7 @@ impl Default for Config {
             test_minimal_engine: false,
             readyz_check_models: false,
             dashboard: true,
+            otel_capture_content: false,
             sim_latency_ms: 0,
             llm_timeout_ms: 120_000,
             engine: crate::domain::settings::EngineSettings::default(),
@@ -185,6 +190,10 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_TEST_MINIMAL_ENGINE", "test_minimal_engine"),
     ("CAIRN_READYZ_CHECK_MODELS", "readyz_check_models"),
     ("CAIRN_DASHBOARD", "dashboard"),
+    (
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+        "otel_capture_content",
+    ),
     ("CAIRN_SIM_LATENCY_MS", "sim_latency_ms"),
     ("CAIRN_LLM_TIMEOUT_MS", "llm_timeout_ms"),
     ("CAIRN_ENGINE_RESERVE_FRAC", "engine.reserve_frac"),

@@ -52,7 +52,10 @@ pub fn engine(
     let registry = clients.tools.clone();
     let receipts: Arc<dyn ReceiptStore> = Arc::new(StoreReceipts(store));
     let models: Arc<dyn ModelPort> = Arc::new(MeteredModels {
-        inner: Arc::new(TracedModels::over(LlmModels::new(clients.llm))),
+        inner: Arc::new(TracedModels::over(
+            LlmModels::new(clients.llm),
+            config.otel_capture_content,
+        )),
         meters: meters.clone(),
     });
     let live = ToolClient::new(clients.tools.clone(), Some(receipts), clock);

@@ -7,11 +7,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use serde_json::{Value, json};
 use tracing::Instrument;
 
 use crate::engine::runtime::adapters::LlmModels;
 use crate::engine::runtime::ports::{
-    ModelCall, ModelPort, ModelReply, PortError, Purpose, ToolCall, ToolPort, ToolReply, ToolSpec,
+    ModelCall, ModelPort, ModelReply, PortError, Purpose, Speaker, ToolCall, ToolPort, ToolReply,
+    ToolSpec,
 };
 use crate::traces::{self, Chat, ChatEnded};
 
@@ -23,11 +25,13 @@ pub struct TracedModels {
     pub inner: Arc<dyn ModelPort>,
     /// The model configured per purpose (`Purpose::as_str`), which names each `chat` span.
     pub requested: BTreeMap<&'static str, String>,
+    /// Put the messages and the answer on the span (the operator's opt-in).
+    pub capture_content: bool,
 }
 
 impl TracedModels {
     /// Traces the calls of `models`, naming the models they are configured with.
-    pub fn over(models: LlmModels) -> TracedModels {
+    pub fn over(models: LlmModels, capture_content: bool) -> TracedModels {
         let requested = [
             Purpose::Gate,
             Purpose::Strategic,
@@ -40,6 +44,7 @@ impl TracedModels {
         TracedModels {
             inner: Arc::new(models),
             requested,
+            capture_content,
         }
     }
 }
@@ -72,6 +77,9 @@ impl ModelPort for TracedModels {
             Some(plan) => plan.in_scope(|| chat.span()),
             None => chat.span(),
         };
+        if self.capture_content {
+            traces::chat_input(&span, &messages(&call));
+        }
         let called = self.inner.complete(call).instrument(span.clone());
         let result = match plan {
             Some(plan) => called.instrument(plan).await,
@@ -94,8 +102,29 @@ impl ModelPort for TracedModels {
             },
         };
         traces::chat_ended(&span, &ended);
+        if let (true, Ok(reply)) = (self.capture_content, &result) {
+            let answer = json!([{"role": "assistant", "parts": [{"type": "text", "content": reply.value.to_string()}]}]);
+            traces::chat_output(&span, &answer);
+        }
         result
     }
+}
+
+/// A call's messages in the conventions' shape: the instruction, the input, then the turns.
+fn messages(call: &ModelCall) -> Value {
+    let text = |role: &str, content: String| json!({"role": role, "parts": [{"type": "text", "content": content}]});
+    let mut all = vec![
+        text("system", call.prompt.clone()),
+        text("user", call.input.to_string()),
+    ];
+    all.extend(call.turns.iter().map(|turn| {
+        let role = match turn.speaker {
+            Speaker::Model => "assistant",
+            Speaker::Engine => "user",
+        };
+        text(role, turn.content.to_string())
+    }));
+    Value::Array(all)
 }
 
 pub struct TracedTools {
