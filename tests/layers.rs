@@ -33,7 +33,7 @@ const FLOORS: &[(&str, &[&str])] = &[
     (
         "engine",
         &[
-            "domain", "clock", "schema", "secret", "meters", "llm", "store", "tools",
+            "domain", "clock", "schema", "secret", "meters", "llm", "store", "tools", "traces",
         ],
     ),
     (

@@ -149,6 +149,8 @@ async fn run_worked_example(serve: &Serve) -> String {
 /// everything the receiver got.
 struct Traced {
     all: Vec<Span>,
+    /// The task as `GET /v1/tasks/{id}` answered once it ended.
+    task: Value,
     workflow: Span,
     sim: SimServer,
     id: String,
@@ -201,9 +203,16 @@ async fn traced_run(env: &[(&str, &str)]) -> Traced {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
+    let task: Value = reqwest::get(format!("http://{}/v1/tasks/{id}", serve.addr))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     drop(serve);
     Traced {
         all: spans(&received),
+        task,
         workflow,
         sim,
         id,
@@ -215,6 +224,7 @@ async fn traced_run(env: &[(&str, &str)]) -> Traced {
 async fn a_task_attempt_is_one_trace_of_genai_spans_and_its_requests_carry_traceparent() {
     let Traced {
         all,
+        task,
         workflow,
         sim,
         id,
@@ -227,6 +237,11 @@ async fn a_task_attempt_is_one_trace_of_genai_spans_and_its_requests_carry_trace
         json!("invoke_workflow")
     );
     assert_eq!(int(&workflow, "cairn.budget.tokens"), 200_000);
+    assert_eq!(
+        int(&workflow, "cairn.plan.version"),
+        task["plan_version"].as_i64().unwrap(),
+        "the attempt's span names the plan version it wrote last"
+    );
     assert!(
         workflow.parent.is_empty(),
         "the attempt is the trace's root"

@@ -40,9 +40,15 @@ impl Workflow<'_> {
             cairn.budget.tokens = self.budget_tokens,
             cairn.budget.tool_calls = self.budget_tool_calls,
             cairn.budget.wall_ms = self.budget_wall_ms,
+            cairn.plan.version = Empty,
             cairn.outcome = Empty,
         )
     }
+}
+
+/// Records the plan version a task attempt wrote last on its span (the engine runs in it).
+pub fn plan_versioned(version: i64) {
+    Span::current().record("cairn.plan.version", version);
 }
 
 /// Records how a task attempt ended on its span (`error` status unless it succeeded or yielded).

@@ -342,6 +342,7 @@ fn next_plan_version(
 ) -> Option<NewPlanVersion> {
     let (reason, caused_by_seq) = asked?;
     draft.plan_version += 1;
+    crate::traces::plan_versioned(i64::from(draft.plan_version));
     if draft.plan_version > 1 {
         draft.metrics.replans += 1;
     }
