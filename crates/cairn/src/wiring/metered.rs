@@ -9,6 +9,7 @@ use async_trait::async_trait;
 
 use crate::engine::runtime::ports::{
     ModelCall, ModelPort, ModelReply, PortError, ToolCall, ToolPort, ToolReply, ToolSpec,
+    tool_outcome,
 };
 use crate::meters::{Meters, ModelCallRecord};
 
@@ -56,12 +57,7 @@ impl ToolPort for MeteredTools {
         let tool = call.tool.clone();
         let started = Instant::now();
         let result = self.inner.call(call).await;
-        let outcome = match &result {
-            Ok(reply) if reply.from_receipt => "receipt",
-            Ok(reply) if reply.error.is_none() => "ok",
-            Ok(_) => "error",
-            Err(error) => error.kind.as_str(),
-        };
+        let outcome = tool_outcome(&result);
         self.meters.tool_call(&tool, outcome, started.elapsed());
         result
     }

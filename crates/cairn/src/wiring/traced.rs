@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use crate::engine::runtime::adapters::LlmModels;
+use crate::engine::runtime::ports::tool_outcome;
 use crate::engine::runtime::ports::{
     ModelCall, ModelPort, ModelReply, PortError, Purpose, Speaker, ToolCall, ToolPort, ToolReply,
     ToolSpec,
@@ -103,7 +104,7 @@ impl ModelPort for TracedModels {
         };
         traces::chat_ended(&span, &ended);
         if let (true, Ok(reply)) = (self.capture_content, &result) {
-            let answer = json!([{"role": "assistant", "parts": [{"type": "text", "content": reply.value.to_string()}]}]);
+            let answer = json!([message("assistant", reply.value.to_string())]);
             traces::chat_output(&span, &answer);
         }
         result
@@ -112,19 +113,23 @@ impl ModelPort for TracedModels {
 
 /// A call's messages in the conventions' shape: the instruction, the input, then the turns.
 fn messages(call: &ModelCall) -> Value {
-    let text = |role: &str, content: String| json!({"role": role, "parts": [{"type": "text", "content": content}]});
     let mut all = vec![
-        text("system", call.prompt.clone()),
-        text("user", call.input.to_string()),
+        message("system", call.prompt.clone()),
+        message("user", call.input.to_string()),
     ];
     all.extend(call.turns.iter().map(|turn| {
         let role = match turn.speaker {
             Speaker::Model => "assistant",
             Speaker::Engine => "user",
         };
-        text(role, turn.content.to_string())
+        message(role, turn.content.to_string())
     }));
     Value::Array(all)
+}
+
+/// One message in the conventions' shape: a role and one text part.
+fn message(role: &str, content: String) -> Value {
+    json!({"role": role, "parts": [{"type": "text", "content": content}]})
 }
 
 pub struct TracedTools {
@@ -140,12 +145,8 @@ impl ToolPort for TracedTools {
     async fn call(&self, call: ToolCall) -> Result<ToolReply, PortError> {
         let span = traces::tool_span(&call.tool, &call.task_id.to_string());
         let result = self.inner.call(call).instrument(span.clone()).await;
-        let (outcome, failed) = match &result {
-            Ok(reply) if reply.from_receipt => ("receipt", false),
-            Ok(reply) if reply.error.is_none() => ("ok", false),
-            Ok(_) => ("error", true),
-            Err(error) => (error.kind.as_str(), true),
-        };
+        let outcome = tool_outcome(&result);
+        let failed = !matches!(outcome, "ok" | "receipt");
         traces::tool_ended(&span, outcome, failed);
         result
     }

@@ -193,6 +193,18 @@ impl FailureKind {
     }
 }
 
+/// How a tool call came out, as the meters and the traces label it: `ok`, `error` when the
+/// tool answered one, `receipt` when a stored receipt answered and the tool was not called, or
+/// the failure's class.
+pub fn tool_outcome(result: &Result<ToolReply, PortError>) -> &'static str {
+    match result {
+        Ok(reply) if reply.from_receipt => "receipt",
+        Ok(reply) if reply.error.is_none() => "ok",
+        Ok(_) => "error",
+        Err(error) => error.kind.as_str(),
+    }
+}
+
 /// A call that produced no usable answer. `tokens` were still spent and are still charged.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message}")]

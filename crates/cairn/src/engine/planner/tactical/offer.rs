@@ -56,7 +56,6 @@ pub fn offer<'a>(
             ..Offer::default()
         };
     }
-    let specs: Vec<&ToolSpec> = specs.collect();
     let failed = failing_tools(observations);
     let mut tools = granted.clone();
     let about = words(&format!(
@@ -66,8 +65,6 @@ pub fn offer<'a>(
     ));
     let asked = words(goal);
     let mut candidates: Vec<(usize, &ToolSpec)> = specs
-        .iter()
-        .copied()
         .filter(|s| !granted.contains(&s.name))
         .filter(|s| !s.side_effects || action(&s.name).is_some_and(|verb| asked.contains(verb)))
         .filter(|s| !failed.contains(s.name.as_str()))
@@ -165,31 +162,26 @@ fn change_still_owed(
         && ok.iter().any(|t| !writes(t))
 }
 
-/// Tools with a successful call in the record.
-fn answered_tools(observations: &[Value]) -> BTreeSet<&str> {
+/// Tools with a call in the record whose `ok` is `ok`.
+fn tools_with(observations: &[Value], ok: bool) -> BTreeSet<&str> {
     observations
         .iter()
-        .filter(|o| o.get("ok").and_then(Value::as_bool) == Some(true))
+        .filter(|o| o.get("ok").and_then(Value::as_bool) == Some(ok))
         .filter_map(|o| o.get("tool").and_then(Value::as_str))
         .collect()
 }
 
+/// Tools with a successful call in the record.
+fn answered_tools(observations: &[Value]) -> BTreeSet<&str> {
+    tools_with(observations, true)
+}
+
 /// Tools with a failed call in the record and no successful one.
 fn failing_tools(observations: &[Value]) -> BTreeSet<&str> {
-    fn tool(o: &Value) -> Option<&str> {
-        o.get("tool").and_then(Value::as_str)
-    }
-    let ok = |o: &Value, wanted: bool| o.get("ok").and_then(Value::as_bool) == Some(wanted);
-    let succeeded: BTreeSet<&str> = observations
-        .iter()
-        .filter(|o| ok(o, true))
-        .filter_map(tool)
-        .collect();
-    observations
-        .iter()
-        .filter(|o| ok(o, false))
-        .filter_map(tool)
-        .filter(|t| !succeeded.contains(t))
+    let answered = answered_tools(observations);
+    tools_with(observations, false)
+        .into_iter()
+        .filter(|t| !answered.contains(t))
         .collect()
 }
 
