@@ -9,7 +9,8 @@
 # - the real local models of tests/live_model.rs (Qwen2.5-Coder-0.5B-Instruct and -1.5B-Instruct
 #   Q4_K_M, and the xllamacpp server), by scripts/install-model.sh, into .deps/llama and
 #   .deps/models (override with CAIRN_LIVE_PYTHON and CAIRN_LIVE_MODEL);
-# - chromium and playwright-core for tests/dashboard_browser.rs, by scripts/install-browser.sh.
+# - chromium and playwright-core for tests/dashboard_browser.rs, by scripts/install-browser.sh;
+# - the MCP servers of tests/mcp_tools.rs (npm, pinned), by scripts/install-mcp-servers.sh.
 #
 # Idempotent and fast when already installed: it only checks the pinned versions and the
 # model's sha256. Fails (non-zero) when anything cannot be installed.
@@ -58,3 +59,5 @@ install_fakellm
 
 # The dashboard's browser test: Debian's chromium and playwright-core (scripts/install-browser.sh).
 "$ROOT/scripts/install-browser.sh"
+# The MCP tests' third-party servers and the conformance suite (scripts/install-mcp-servers.sh).
+"$ROOT/scripts/install-mcp-servers.sh"

@@ -13,6 +13,7 @@ use cairn::store::keys::{self, ApiKey};
 
 mod client;
 mod eval;
+mod mcp;
 mod otel;
 
 /// jemalloc, whose background threads (switched on first thing in `main`) return freed memory
@@ -76,6 +77,8 @@ enum Command {
     Tasks(client::TasksArgs),
     /// List the tools a server has registered.
     Tools(client::ToolsArgs),
+    /// Look at an MCP tool server as `cairn serve` would: its tools, or one call's answer.
+    Mcp(mcp::McpArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -125,6 +128,7 @@ fn main() -> ExitCode {
         Command::Submit(args) => client::submit(args),
         Command::Tasks(args) => client::tasks(args),
         Command::Tools(args) => client::tools(args),
+        Command::Mcp(args) => mcp::run(args),
     }
 }
 

@@ -88,6 +88,7 @@ const EXPECTED: &[(&str, &str, Option<Scope>)] = &[
     ("GET", "/v1/rollout", Some(Scope::Admin)),
     ("PUT", "/v1/rollout", Some(Scope::Admin)),
     ("GET", "/v1/tools", Some(Scope::Admin)),
+    ("POST", "/v1/tools/refresh", Some(Scope::Admin)),
     ("GET", "/metrics", Some(Scope::Admin)),
 ];
 

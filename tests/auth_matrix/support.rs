@@ -203,7 +203,9 @@ pub fn recipe(method: &str, path: &str, task: uuid::Uuid, goal: &str) -> (String
         ("POST", "/v1/tasks") => Some(task_body(goal)),
         ("POST", "/v1/tasks/{id}/shadow") => Some(json!({"strategy": "v1"})),
         ("PUT", "/v1/rollout") => Some(json!({"percent": 0})),
-        ("POST", "/v1/tasks/{id}/cancel" | "/v1/tasks/{id}/stream-token") => None,
+        ("POST", "/v1/tasks/{id}/cancel" | "/v1/tasks/{id}/stream-token" | "/v1/tools/refresh") => {
+            None
+        }
         ("GET", _) => None,
         _ => panic!("no recipe for {method} {path}: add one (and an access rule)"),
     };

@@ -91,6 +91,9 @@ pub async fn serve_with(
     // This server's figures for `GET /metrics`: one registry, shared by all that records.
     let meters = Meters::new();
     let Wired { engine, tools } = make_engine(&config, store.clone(), &meters)?;
+    // MCP servers list their tools before the first request; one that is down is reported
+    // (`GET /v1/tools`) and asked again in the background.
+    tools.start().await;
     let models = crate::wiring::clients::model_probe(&config).map_err(ServeError::Engine)?;
     let listener = TcpListener::bind(config.listen_addr)
         .await

@@ -189,6 +189,7 @@ pub const ACCESS: &[(&str, &str, Access)] = &[
     ("GET", "/v1/rollout", Access::Scope(Scope::Admin)),
     ("PUT", "/v1/rollout", Access::Scope(Scope::Admin)),
     ("GET", "/v1/tools", Access::Scope(Scope::Admin)),
+    ("POST", "/v1/tools/refresh", Access::Scope(Scope::Admin)),
     ("GET", "/metrics", Access::Scope(Scope::Admin)),
 ];
 

@@ -62,6 +62,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(plans::list_plans))
         .routes(routes!(plans::get_plan))
         .routes(routes!(tools::list_tools))
+        .routes(routes!(tools::refresh_tools))
         .routes(routes!(plan_diff::plan_diff))
         .routes(routes!(ledger::get_ledger))
         .routes(routes!(stats::get_stats))
@@ -120,7 +121,7 @@ pub fn router(state: AppState) -> Router {
     let (api, mut document) = api_routes().split_for_parts();
     super::limits_doc::document_limits(&mut document);
     auth_doc::describe(&mut document);
-    let document = OpenApiDocument(Arc::new(served(&document, &state.tools)));
+    let document = OpenApiDocument(Arc::new(served(&document, &state.tools.current())));
     // Authentication and scopes ([`auth`]): routes only, so unknown paths stay 404s. The
     // per-client limits run inside it, so they count against the caller's key.
     let limits = Guard::new(state.settings.limits.clone());

@@ -10,7 +10,7 @@ use crate::http::auth::{AuthGate, AuthMode};
 use crate::llm::ModelProbe;
 use crate::meters::Meters;
 use crate::store::Store;
-use crate::tools::ToolRegistry;
+use crate::tools::ToolCatalog;
 
 /// The HTTP layer's settings (the configuration composes them).
 #[derive(Debug, Clone, PartialEq)]
@@ -52,7 +52,7 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     pub settings: Arc<HttpSettings>,
     /// The tool registry shown by `GET /v1/tools` (empty until [`AppState::with_tools`]).
-    pub tools: Arc<ToolRegistry>,
+    pub tools: ToolCatalog,
     /// The v2 rollout setting, shared with the engine dispatcher ([`AppState::with_rollout`]).
     pub rollout: Arc<Rollout>,
     /// When set, `/readyz` also probes the model endpoints ([`AppState::with_model_probe`]).
@@ -75,7 +75,7 @@ impl AppState {
             store,
             clock,
             settings: Arc::new(settings.into()),
-            tools: Arc::new(ToolRegistry::default()),
+            tools: ToolCatalog::default(),
             rollout: Arc::new(Rollout::default()),
             models: None,
             auth: Arc::new(AuthGate::new(AuthMode::DevUntilKeys)),
@@ -100,8 +100,8 @@ impl AppState {
         self
     }
 
-    pub fn with_tools(mut self, tools: Arc<ToolRegistry>) -> Self {
-        self.tools = tools;
+    pub fn with_tools(mut self, tools: impl Into<ToolCatalog>) -> Self {
+        self.tools = tools.into();
         self
     }
 

@@ -1,4 +1,5 @@
-//! `GET /v1/tools`: the tools operators registered, as cairn will call them.
+//! `GET /v1/tools`: the tools operators registered, as cairn will call them, and the MCP
+//! servers they come from; `POST /v1/tools/refresh`: list those servers again now.
 //!
 //! Read-only on purpose: tools are registered in the registry file by operators, never through
 //! the API, so a goal submitter cannot point cairn at an arbitrary URL.
@@ -9,12 +10,39 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::http::AppState;
-use crate::tools::ToolSpec;
+use crate::tools::mcp::McpServerStatus;
+use crate::tools::{ToolSource, ToolSpec};
 
-/// Every registered tool, sorted by name.
+/// One registered tool and where it comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ListedTool {
+    #[serde(flatten)]
+    pub spec: ToolSpec,
+    pub source: ToolSource,
+}
+
+/// Every registered tool, sorted by name, and the MCP servers the registry names.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ToolList {
-    pub items: Vec<ToolSpec>,
+    pub items: Vec<ListedTool>,
+    /// The MCP servers, reachable or not, with what their last listing gave.
+    #[serde(default)]
+    pub servers: Vec<McpServerStatus>,
+}
+
+fn listed(state: &AppState) -> ToolList {
+    ToolList {
+        items: state
+            .tools
+            .current()
+            .tools()
+            .map(|tool| ListedTool {
+                spec: tool.spec.clone(),
+                source: tool.source.clone(),
+            })
+            .collect(),
+        servers: state.tools.servers(),
+    }
 }
 
 /// Lists the registered tools.
@@ -23,11 +51,23 @@ pub struct ToolList {
     path = "/v1/tools",
     tag = "tools",
     responses(
-        (status = 200, description = "The registered tools with their argument schemas, sorted by name; `simulated` marks the built-in simulator's.", body = ToolList),
+        (status = 200, description = "The registered tools with their argument schemas and sources, sorted by name; `simulated` marks the built-in simulator's. `servers` reports each MCP server.", body = ToolList),
     )
 )]
 pub async fn list_tools(State(state): State<AppState>) -> Json<ToolList> {
-    Json(ToolList {
-        items: state.tools.specs().cloned().collect(),
-    })
+    Json(listed(&state))
+}
+
+/// Lists every MCP server's tools again now (admin).
+#[utoipa::path(
+    post,
+    path = "/v1/tools/refresh",
+    tag = "tools",
+    responses(
+        (status = 200, description = "The registry after every MCP server was asked for its tools; a server that did not answer is reported in `servers` and keeps the tools it listed before.", body = ToolList),
+    )
+)]
+pub async fn refresh_tools(State(state): State<AppState>) -> Json<ToolList> {
+    state.tools.refresh().await;
+    Json(listed(&state))
 }

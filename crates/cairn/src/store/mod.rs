@@ -290,6 +290,14 @@ pub trait Store: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> Result<ToolReceipt, StoreError>;
 
+    /// Removes `task_id`'s receipt under this key, if any (an MCP call's intent whose call is
+    /// known not to have happened, so it may be sent again).
+    async fn delete_receipt(
+        &self,
+        task_id: TaskId,
+        idempotency_key: &str,
+    ) -> Result<(), StoreError>;
+
     /// Stores a new API key (its secret's hash only).
     async fn create_api_key(
         &self,

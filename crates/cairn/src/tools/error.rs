@@ -26,6 +26,12 @@ pub enum ToolFailure {
     ToolError,
     /// Reading or writing the receipt failed.
     Receipt,
+    /// The tool left the registry since the plan was made (its MCP server no longer lists
+    /// it): never sent.
+    ToolUnavailable,
+    /// A side-effecting call was in flight when its answer was lost (a crash, a dropped
+    /// stream), and the tool takes no idempotency key: it is not sent again.
+    OutcomeUnknown,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +61,15 @@ pub enum ToolError {
         /// Whatever `output` came with the error.
         output: Value,
     },
+    #[error("tool {tool:?} is no longer available: {message}")]
+    Unavailable { tool: String, message: String },
+    #[error(
+        "tool {tool:?}: an identical call was sent before and its answer was lost (the process \
+         stopped or the connection dropped while it was in flight); the tool takes no \
+         idempotency key, so cairn does not send it again: read the state to learn whether it \
+         happened"
+    )]
+    OutcomeUnknown { tool: String },
     #[error("tool {tool:?}: receipt store failed: {source}")]
     Receipt {
         tool: String,
@@ -75,6 +90,8 @@ impl ToolError {
             ToolError::Contract { .. } => ToolFailure::ContractViolation,
             ToolError::Reported { .. } => ToolFailure::ToolError,
             ToolError::Receipt { .. } => ToolFailure::Receipt,
+            ToolError::Unavailable { .. } => ToolFailure::ToolUnavailable,
+            ToolError::OutcomeUnknown { .. } => ToolFailure::OutcomeUnknown,
         }
     }
 
@@ -93,7 +110,10 @@ impl ToolError {
     pub fn never_sent(&self) -> bool {
         matches!(
             self,
-            ToolError::UnknownTool { .. } | ToolError::InvalidArgs { .. }
+            ToolError::UnknownTool { .. }
+                | ToolError::InvalidArgs { .. }
+                | ToolError::Unavailable { .. }
+                | ToolError::OutcomeUnknown { .. }
         )
     }
 }

@@ -9,17 +9,23 @@
 //! (a resumed step, a retry, a repaired or re-planned step) gets the stored result and the
 //! tool is not called again.
 //!
+//! Tools also come from MCP servers the registry file names ([`mcp`]); they are called through
+//! the same client.
+//!
 //! The HTTP contract: `POST {"args": {...}}` with `Idempotency-Key` and `X-Cairn-Task`; the
 //! answer is `{"output": any, "artifacts"?: {name: value}, "error"?: string}`.
 
+pub mod catalog;
 pub mod client;
 pub mod error;
 pub mod key;
+pub mod mcp;
 pub mod receipts;
 pub mod registry;
 
+pub use catalog::ToolCatalog;
 pub use client::{ToolCall, ToolClient, ToolResult};
 pub use error::{ToolError, ToolFailure};
 pub use key::{Repeat, idempotency_key};
 pub use receipts::{MemoryReceipts, ReceiptStore, StoreReceipts};
-pub use registry::{RegistryError, ToolRegistry, ToolSpec};
+pub use registry::{RegistryError, SharedRegistry, ToolRegistry, ToolSource, ToolSpec, ToolsFile};

@@ -26,6 +26,8 @@ pub trait ReceiptStore: Send + Sync {
         receipt: NewToolReceipt,
         now: DateTime<Utc>,
     ) -> Result<ToolReceipt, StoreError>;
+    /// Removes `task_id`'s receipt under this key, if any.
+    async fn forget(&self, task_id: TaskId, idempotency_key: &str) -> Result<(), StoreError>;
 }
 
 /// Receipts in cairn's store. A passing store fault (a reset connection, a restart) is retried
@@ -52,6 +54,12 @@ impl ReceiptStore for StoreReceipts {
         now: DateTime<Utc>,
     ) -> Result<ToolReceipt, StoreError> {
         retry_transient(RETRY_BUDGET, || self.0.put_receipt(receipt.clone(), now)).await
+    }
+    async fn forget(&self, task_id: TaskId, idempotency_key: &str) -> Result<(), StoreError> {
+        retry_transient(RETRY_BUDGET, || {
+            self.0.delete_receipt(task_id, idempotency_key)
+        })
+        .await
     }
 }
 
@@ -104,5 +112,15 @@ impl ReceiptStore for MemoryReceipts {
                 created_at: now,
             });
         Ok(kept.clone())
+    }
+    async fn forget(&self, task_id: TaskId, idempotency_key: &str) -> Result<(), StoreError> {
+        let mut map = self.lock();
+        if map
+            .get(idempotency_key)
+            .is_some_and(|r| r.task_id == task_id)
+        {
+            map.remove(idempotency_key);
+        }
+        Ok(())
     }
 }

@@ -12,16 +12,20 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::clock::SystemClock;
 use crate::config::Config;
 use crate::llm::{EndpointProbe, Endpoints, LlmClient, LlmError, ModelProbe, RetryPolicy};
 use crate::sim::{Scenario, SimError, SimServer};
-use crate::tools::{RegistryError, ToolRegistry};
+use crate::tools::mcp::{McpCatalog, McpCatalogParams, McpHub};
+use crate::tools::{RegistryError, SharedRegistry, ToolCatalog, ToolsFile};
 
 /// What the engine and the API need to reach models and tools.
 #[derive(Debug, Clone)]
 pub struct Clients {
     pub llm: LlmClient,
-    pub tools: Arc<ToolRegistry>,
+    /// The registry, fed by the MCP servers the tools file names (listed once serving starts,
+    /// [`ToolCatalog::start`]).
+    pub tools: ToolCatalog,
     /// The base URL of the in-process simulator, when one was started. It runs until the
     /// runtime stops.
     pub sim_base_url: Option<String>,
@@ -57,7 +61,7 @@ impl Clients {
             let path = config.tools_file.as_ref().ok_or(WiringError::NoToolsFile)?;
             return Ok(Clients {
                 llm: LlmClient::new(endpoints, retry_policy(config))?,
-                tools: Arc::new(ToolRegistry::load(path)?),
+                tools: catalog(ToolsFile::load(path)?),
                 sim_base_url: None,
                 simulated_model: false,
             });
@@ -72,8 +76,8 @@ impl Clients {
             "no model configured: using the built-in simulator; every answer is simulated"
         );
         let tools = match &config.tools_file {
-            Some(path) => Arc::new(ToolRegistry::load(path)?),
-            None => sim.registry(),
+            Some(path) => catalog(ToolsFile::load(path)?),
+            None => ToolCatalog::fixed(sim.registry()),
         };
         Ok(Clients {
             llm: LlmClient::new(Endpoints::uniform(sim.llm_endpoint()), retry_policy(config))?,
@@ -82,6 +86,22 @@ impl Clients {
             simulated_model: true,
         })
     }
+}
+
+/// The catalog of a tools file: fixed, or fed by its MCP servers.
+fn catalog(file: ToolsFile) -> ToolCatalog {
+    if file.mcp.is_empty() {
+        return ToolCatalog::fixed(Arc::new(file.registry));
+    }
+    let shared = SharedRegistry::new(Arc::new(file.registry.clone()));
+    let mcp = McpCatalog::new(McpCatalogParams {
+        file: file.registry,
+        servers: file.mcp,
+        hub: McpHub::default(),
+        shared: shared.clone(),
+        clock: Arc::new(SystemClock),
+    });
+    ToolCatalog::with_mcp(shared, Arc::new(mcp))
 }
 
 /// How long `/readyz` waits for each model endpoint.
@@ -122,7 +142,8 @@ mod tests {
     async fn no_model_means_the_simulator_and_its_generic_tools() {
         let clients = Clients::from_config(&Config::default()).expect("wired");
         assert!(clients.simulated_model && clients.sim_base_url.is_some());
-        assert!(clients.tools.contains("lookup") && clients.tools.contains("write_note"));
+        let tools = clients.tools.current();
+        assert!(tools.contains("lookup") && tools.contains("write_note"));
         let answer = clients
             .llm
             .complete(&ChatRequest::new(
@@ -162,7 +183,7 @@ mod tests {
         });
         let clients = Clients::from_config(&config).expect("wired");
         assert!(clients.sim_base_url.is_none() && !clients.simulated_model);
-        assert_eq!(clients.tools.len(), 1);
+        assert_eq!(clients.tools.current().len(), 1);
     }
 
     /// The rule changed: a real model no longer falls back to the simulator's tools.

@@ -21,7 +21,7 @@ use crate::engine::runtime::ports::{ModelPort, ToolPort};
 use crate::engine::runtime::sandbox::ShadowTools;
 use crate::meters::Meters;
 use crate::store::Store;
-use crate::tools::{ReceiptStore, StoreReceipts, ToolClient, ToolRegistry};
+use crate::tools::{ReceiptStore, StoreReceipts, ToolCatalog, ToolClient};
 use crate::worker::PoolParams;
 
 pub mod clients;
@@ -34,10 +34,11 @@ use traced::{TracedModels, TracedTools};
 pub use clients::{Clients, WiringError};
 
 /// What serving runs on: the engine, and the tool registry it calls, which the API shows
-/// (`GET /v1/tools`) and checks a task's tool list against.
+/// (`GET /v1/tools`) and checks a task's tool list against. Serving lists its MCP servers
+/// ([`ToolCatalog::start`]) before it accepts requests.
 pub struct Wired {
     pub engine: Arc<dyn Engine>,
-    pub tools: Arc<ToolRegistry>,
+    pub tools: ToolCatalog,
 }
 
 /// Builds the serving engine; errors name what is misconfigured.
@@ -65,7 +66,7 @@ pub fn engine(
             meters: meters.clone(),
         })
     };
-    let sandboxed = metered(Arc::new(ShadowTools::new(&live)?));
+    let sandboxed = metered(Arc::new(ShadowTools::new(&live)));
     let tools = metered(Arc::new(ClientTools::new(live)));
     let engines = |tools| {
         Engines::new(

@@ -137,14 +137,20 @@ fn fold_toolless(plan: &mut Plan, open: &dyn Fn(&super::Milestone) -> bool) -> V
         .collect()
 }
 
+/// Set on the observation of a write that was not sent again because an identical call was in
+/// flight when its answer was lost: it may have happened.
+pub const OUTCOME_UNKNOWN: &str = "outcome_unknown";
+
 /// Whether a milestone's steps succeeded: none of `steps` failed, one is done, the latest
 /// observation (`{"step", "tool", "ok", "output", "artifacts"}`) of every done step reports no
 /// trouble in its output ([`reported_trouble`]), one returned a non-empty output or artifacts,
 /// and, when the milestone set out to make a change (`writers`: the side-effecting tools its
 /// steps called or call), one of them succeeded: a change is not made by reads alone
 /// (measured live on the 1.5B model: a repair replaced a failed `cancel_order` by a
-/// `list_orders` that succeeded, and the goal verifier then believed the order refunded). `Err` says what is missing, for the repair
-/// that follows.
+/// `list_orders` that succeeded, and the goal verifier then believed the order refunded). A
+/// write whose outcome is unknown (its answer lost, and not sent again) counts once a read
+/// after it succeeded: whether it happened is for the checks and the verifier to judge from
+/// what that read returned. `Err` says what is missing, for the repair that follows.
 pub fn steps_succeeded(
     steps: &[Step],
     observations: &[Value],
@@ -187,11 +193,20 @@ pub fn steps_succeeded(
             ));
         }
     }
-    let wrote = latest.values().any(|o| {
+    let writer = |o: &Value| {
         o.get("tool")
             .and_then(Value::as_str)
             .is_some_and(|tool| writers.contains(&tool))
+    };
+    let unknown = observations
+        .iter()
+        .rposition(|o| writer(o) && o.get(OUTCOME_UNKNOWN) == Some(&Value::Bool(true)));
+    let read_after = unknown.is_some_and(|at| {
+        observations[at + 1..]
+            .iter()
+            .any(|o| o.get("ok") == Some(&Value::Bool(true)) && !writer(o))
     });
+    let wrote = latest.values().any(|o| writer(o)) || read_after;
     if !writers.is_empty() && !wrote {
         return Err(format!(
             "no change was made: no call of {} succeeded",

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use super::contract::check_contract;
 use crate::domain::event::kinds::{EXECUTOR_DRIFT, PLAN_STALE, STEP_FINISHED};
 use crate::domain::ledger::Unit;
+use crate::domain::plan::backing::OUTCOME_UNKNOWN;
 use crate::domain::plan::{Step, StepStatus};
 use crate::domain::repair::{Constraint, ConstraintSource, ReplanReason};
 use crate::engine::Halt;
@@ -226,11 +227,15 @@ fn commit(state: &mut TaskState, executed: &Executed<'_>) -> Result<(Record, Ste
     // Each call's own artifacts beside its arguments: a later milestone is shown which call
     // produced which value, not only the milestone's merged artifacts, where a second call's
     // `owner` overwrote the first's.
-    run.observations.push(json!({
+    let mut observation = json!({
         "step": step.id, "tool": step.tool, "args": step.args,
         "ok": answer.ok, "error": answer.error, "output": brief(&answer.output, 800),
         "artifacts": brief(&json!(answer.artifacts), 800),
-    }));
+    });
+    if answer.unreachable == Some(FailureKind::OutcomeUnknown) {
+        observation[OUTCOME_UNKNOWN] = Value::Bool(true);
+    }
+    run.observations.push(observation);
     let generation = run.generation;
     let outcome = if answer.ok {
         run.next_step += 1;

@@ -136,14 +136,27 @@ fn split(usage: &llm::Usage) -> TokenSplit {
     }
 }
 
-/// Tools through the registry-backed HTTP client.
+/// Tools through the registry-backed client.
 pub struct ClientTools {
     client: ToolClient,
+    /// Calls go to the tools' `sandbox_url` where they have one (shadow runs).
+    sandbox: bool,
 }
 
 impl ClientTools {
     pub fn new(client: ToolClient) -> Self {
-        Self { client }
+        Self {
+            client,
+            sandbox: false,
+        }
+    }
+
+    /// Calls sent to each tool's `sandbox_url` where it has one.
+    pub fn sandboxed(client: ToolClient) -> Self {
+        Self {
+            client,
+            sandbox: true,
+        }
     }
 }
 
@@ -171,7 +184,7 @@ impl ToolPort for ClientTools {
                 tool: call.tool,
                 args: call.args,
                 repeat: call.repeat,
-                sandbox: false,
+                sandbox: self.sandbox,
             })
             .await;
         match result {
@@ -195,6 +208,8 @@ impl ToolPort for ClientTools {
                 // succeed (an unchanged L1), never a stale plan.
                 let kind = if error.is_transient() {
                     FailureKind::Transient
+                } else if matches!(error, ToolError::OutcomeUnknown { .. }) {
+                    FailureKind::OutcomeUnknown
                 } else {
                     FailureKind::Permanent
                 };

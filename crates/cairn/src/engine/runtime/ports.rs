@@ -180,6 +180,9 @@ pub enum FailureKind {
     Permanent,
     /// The model answered, but not with the JSON asked for.
     InvalidOutput,
+    /// A side-effecting call whose earlier identical call was in flight when its answer was
+    /// lost; it was not sent again, and whether it happened is unknown (a read can tell).
+    OutcomeUnknown,
 }
 
 impl FailureKind {
@@ -189,6 +192,7 @@ impl FailureKind {
             FailureKind::Unreachable => "unreachable",
             FailureKind::Permanent => "permanent",
             FailureKind::InvalidOutput => "invalid_output",
+            FailureKind::OutcomeUnknown => "outcome_unknown",
         }
     }
 }

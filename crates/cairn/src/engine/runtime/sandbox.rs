@@ -4,54 +4,39 @@
 //! would measure nothing.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use async_trait::async_trait;
 
 use super::adapters::ClientTools;
 use super::ports::{FailureKind, PortError, ToolCall, ToolPort, ToolReply, ToolSpec};
-use crate::tools::{RegistryError, ToolClient, ToolRegistry};
+use crate::tools::ToolClient;
 
 /// Tools as a shadow sees them: side-effecting calls go to the sandbox or are refused.
 pub struct ShadowTools {
+    live: ToolClient,
     inner: ClientTools,
-    /// Side-effecting tools without a `sandbox_url`.
-    refused: BTreeSet<String>,
 }
 
 impl ShadowTools {
-    /// Builds the shadow's view of the `live` client's registry: every side-effecting tool's
-    /// URL replaced by its sandbox URL; those without one are refused at call time (and still
-    /// listed, so the plan and the refusal are both visible). The shadow keeps the live
-    /// client's receipts, clock and HTTP connections (one TLS set-up per process).
-    pub fn new(live: &ToolClient) -> Result<ShadowTools, RegistryError> {
-        let mut refused = BTreeSet::new();
-        let specs = live
-            .registry()
-            .specs()
-            .cloned()
-            .map(|mut spec| {
-                if spec.side_effects {
-                    match spec.sandbox_url.clone() {
-                        Some(sandbox) => spec.url = sandbox,
-                        None => {
-                            refused.insert(spec.name.clone());
-                        }
-                    }
-                }
-                spec
-            })
-            .collect();
-        let sandboxed = ToolRegistry::from_specs(specs, "shadow (sandboxed)")?;
-        let client = live.with_registry(Arc::new(sandboxed));
-        Ok(ShadowTools {
-            inner: ClientTools::new(client),
-            refused,
-        })
+    /// The shadow's view of the `live` client's registry, read at each call (MCP servers may
+    /// change it): a side-effecting tool is sent to its `sandbox_url`, or refused at call time
+    /// when it has none (and still listed, so the plan and the refusal are both visible). The
+    /// shadow keeps the live client's receipts, clock and HTTP connections.
+    pub fn new(live: &ToolClient) -> ShadowTools {
+        ShadowTools {
+            live: live.clone(),
+            inner: ClientTools::sandboxed(live.clone()),
+        }
     }
 
-    pub fn refused(&self) -> &BTreeSet<String> {
-        &self.refused
+    /// Side-effecting tools without a `sandbox_url`, now.
+    pub fn refused(&self) -> BTreeSet<String> {
+        self.live
+            .registry()
+            .specs()
+            .filter(|spec| spec.side_effects && spec.sandbox_url.is_none())
+            .map(|spec| spec.name.clone())
+            .collect()
     }
 }
 
@@ -62,7 +47,7 @@ impl ToolPort for ShadowTools {
     }
 
     async fn call(&self, call: ToolCall) -> Result<ToolReply, PortError> {
-        if self.refused.contains(&call.tool) {
+        if self.refused().contains(&call.tool) {
             return Err(PortError::new(
                 FailureKind::Permanent,
                 format!(

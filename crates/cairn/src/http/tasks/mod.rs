@@ -201,7 +201,7 @@ pub async fn create_task(
 ) -> Result<Response, ApiError> {
     let key = idempotency::key_from_headers(&headers)?;
     request.validate()?;
-    request.check_tools(&state.tools)?;
+    request.check_tools(&state.tools.current())?;
     let budget = request.budget_over(state.settings.default_budget);
     let idempotency = key.map(|key| IdempotencyClaim {
         key,

@@ -320,6 +320,19 @@ impl Store for PgStore {
         history::put_receipt(&self.pool, receipt, now).await
     }
 
+    async fn delete_receipt(
+        &self,
+        task_id: TaskId,
+        idempotency_key: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM tool_receipts WHERE idempotency_key = $1 AND task_id = $2")
+            .bind(idempotency_key)
+            .bind(task_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     async fn create_api_key(
         &self,
         new: NewApiKey,

@@ -285,6 +285,21 @@ impl Store for SqliteStore {
         self.put_receipt_tx(receipt, now).await
     }
 
+    async fn delete_receipt(
+        &self,
+        task_id: TaskId,
+        idempotency_key: &str,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.write().await?;
+        sqlx::query("DELETE FROM tool_receipts WHERE idempotency_key = ?1 AND task_id = ?2")
+            .bind(idempotency_key)
+            .bind(rows::id_text(task_id))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     async fn create_api_key(
         &self,
         new: NewApiKey,

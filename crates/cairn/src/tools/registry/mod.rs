@@ -6,7 +6,6 @@
 //! The file format (TOML, `[[tools]]` tables) is documented in `docs/tools.md`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::sync::Arc;
 
 use jsonschema::Validator;
@@ -51,8 +50,31 @@ pub struct ToolSpec {
 }
 
 mod check;
+mod file;
+mod shared;
 
 use check::check_spec;
+pub use file::ToolsFile;
+pub use shared::SharedRegistry;
+
+/// Where a registered tool comes from, as `GET /v1/tools` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ToolSource {
+    /// A `[[tools]]` entry of the registry file (or the simulator's own tools).
+    File,
+    /// A tool an MCP server listed: `tool` is its name on `server`.
+    Mcp { server: String, tool: String },
+}
+
+/// The field-level checks and the schema compilation a registration must pass; returns the
+/// offending field and why.
+pub fn checked(spec: &ToolSpec) -> Result<(), (&'static str, String)> {
+    check_spec(spec)?;
+    schema::compile(&spec.args_schema)
+        .map(|_| ())
+        .map_err(|error| ("args_schema", format!("not a valid JSON Schema: {error}")))
+}
 
 fn default_timeout_ms() -> u64 {
     30_000
@@ -83,6 +105,7 @@ pub enum RegistryError {
 #[derive(Clone)]
 pub struct RegisteredTool {
     pub spec: ToolSpec,
+    pub source: ToolSource,
     validator: Arc<Validator>,
 }
 
@@ -107,92 +130,20 @@ pub struct ToolRegistry {
     tools: BTreeMap<String, RegisteredTool>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RegistryFile {
-    #[serde(default)]
-    tools: Vec<toml::Value>,
-}
-
 impl ToolRegistry {
-    /// Loads and checks a registry file: TOML, or JSON when the name ends in `.json`.
-    pub fn load(path: &Path) -> Result<ToolRegistry, RegistryError> {
-        let text = std::fs::read_to_string(path).map_err(|source| RegistryError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        let origin = path.display().to_string();
-        if path.extension().is_some_and(|ext| ext == "json") {
-            Self::parse_json(&text, &origin)
-        } else {
-            Self::parse_toml(&text, &origin)
-        }
-    }
-
-    /// Parses the JSON form, `{"tools": [...]}` (what the simulator serves).
-    pub fn parse_json(text: &str, origin: &str) -> Result<ToolRegistry, RegistryError> {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct JsonFile {
-            #[serde(default)]
-            tools: Vec<Value>,
-        }
-        let file: JsonFile = serde_json::from_str(text).map_err(|error| RegistryError::Parse {
-            origin: origin.to_string(),
-            message: error.to_string(),
-        })?;
-        let mut specs = Vec::with_capacity(file.tools.len());
-        for (index, entry) in file.tools.into_iter().enumerate() {
-            let tool = entry
-                .get("name")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .unwrap_or_else(|| format!("#{}", index + 1));
-            let spec = serde_json::from_value::<ToolSpec>(entry).map_err(|error| {
-                let message = error.to_string();
-                RegistryError::Invalid {
-                    origin: origin.to_string(),
-                    field: field_in(&message).unwrap_or_else(|| "(entry)".into()),
-                    tool,
-                    message,
-                }
-            })?;
-            specs.push(spec);
-        }
-        Self::from_specs(specs, origin)
-    }
-
-    /// Parses registry TOML; `origin` names the source in error messages.
-    pub fn parse_toml(text: &str, origin: &str) -> Result<ToolRegistry, RegistryError> {
-        let file: RegistryFile = toml::from_str(text).map_err(|error| RegistryError::Parse {
-            origin: origin.to_string(),
-            message: error.message().to_string(),
-        })?;
-        let mut specs = Vec::with_capacity(file.tools.len());
-        for (index, entry) in file.tools.into_iter().enumerate() {
-            let tool = entry
-                .get("name")
-                .and_then(toml::Value::as_str)
-                .map(str::to_string)
-                .unwrap_or_else(|| format!("#{}", index + 1));
-            let spec = ToolSpec::deserialize(entry).map_err(|error| {
-                let message = error.message().to_string();
-                RegistryError::Invalid {
-                    origin: origin.to_string(),
-                    field: field_in(&message).unwrap_or_else(|| "(entry)".into()),
-                    tool,
-                    message,
-                }
-            })?;
-            specs.push(spec);
-        }
-        Self::from_specs(specs, origin)
-    }
-
     /// Checks and indexes specs given in code (the simulator's tools, tests).
     pub fn from_specs(specs: Vec<ToolSpec>, origin: &str) -> Result<ToolRegistry, RegistryError> {
+        let sourced = specs.into_iter().map(|spec| (spec, ToolSource::File));
+        Self::from_sourced(sourced.collect(), origin)
+    }
+
+    /// Checks and indexes specs, each with where it comes from.
+    pub fn from_sourced(
+        specs: Vec<(ToolSpec, ToolSource)>,
+        origin: &str,
+    ) -> Result<ToolRegistry, RegistryError> {
         let mut tools = BTreeMap::new();
-        for spec in specs {
+        for (spec, source) in specs {
             let invalid = |field: &str, message: String| RegistryError::Invalid {
                 origin: origin.to_string(),
                 tool: spec.name.clone(),
@@ -210,6 +161,7 @@ impl ToolRegistry {
                 spec.name.clone(),
                 RegisteredTool {
                     spec,
+                    source,
                     validator: Arc::new(validator),
                 },
             );
@@ -251,6 +203,11 @@ impl ToolRegistry {
         self.tools.values().map(|tool| &tool.spec)
     }
 
+    /// Registered tools with their sources, sorted by name.
+    pub fn tools(&self) -> impl Iterator<Item = &RegisteredTool> {
+        self.tools.values()
+    }
+
     pub fn len(&self) -> usize {
         self.tools.len()
     }
@@ -260,110 +217,5 @@ impl ToolRegistry {
     }
 }
 
-/// The field a serde message is about (`missing field `x``, `unknown field `x``).
-fn field_in(message: &str) -> Option<String> {
-    let start = message.find('`')? + 1;
-    let end = start + message[start..].find('`')?;
-    Some(message[start..end].to_string())
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const GOOD: &str = r#"
-[[tools]]
-name = "search"
-description = "Find text in the repository"
-url = "http://127.0.0.1:9000/tools/search"
-side_effects = false
-idempotent = true
-[tools.args_schema]
-type = "object"
-required = ["pattern"]
-properties = { pattern = { type = "string" } }
-
-[[tools]]
-name = "edit_file"
-description = "Replace text in a file"
-url = "http://127.0.0.1:9000/tools/edit_file"
-sandbox_url = "http://127.0.0.1:9001/tools/edit_file"
-timeout_ms = 5000
-side_effects = true
-args_schema = { type = "object" }
-"#;
-
-    #[test]
-    fn loads_a_good_registry() {
-        let registry = ToolRegistry::parse_toml(GOOD, "tools.toml").expect("valid");
-        assert_eq!(registry.len(), 2);
-        let search = registry.get("search").expect("search");
-        assert_eq!(search.spec.timeout_ms, 30_000);
-        assert!(
-            search
-                .check_args(&serde_json::json!({"pattern": "db.url"}))
-                .is_empty()
-        );
-        assert!(!search.check_args(&serde_json::json!({})).is_empty());
-        let edit = registry.get("edit_file").expect("edit_file");
-        assert!(edit.spec.side_effects && !edit.spec.idempotent);
-    }
-
-    #[test]
-    fn bad_registrations_name_the_tool_and_field() {
-        let cases = [
-            (
-                GOOD.replace("http://127.0.0.1:9000/tools/search", "ftp://x"),
-                "search",
-                "url",
-            ),
-            (
-                GOOD.replace("timeout_ms = 5000", "timeout_ms = 0"),
-                "edit_file",
-                "timeout_ms",
-            ),
-            (
-                GOOD.replace("side_effects = false\n", ""),
-                "search",
-                "side_effects",
-            ),
-            (
-                GOOD.replace("idempotent = true", "idempotant = true"),
-                "search",
-                "idempotant",
-            ),
-            (
-                GOOD.replace(
-                    "idempotent = true",
-                    "idempotent = true\nartifacts = [\"hits\", \"hits\"]",
-                ),
-                "search",
-                "artifacts",
-            ),
-            (
-                GOOD.replace("\"edit_file\"", "\"search\""),
-                "search",
-                "name",
-            ),
-            (
-                GOOD.replace("type = \"object\"\nrequired", "type = 7\nrequired"),
-                "search",
-                "args_schema",
-            ),
-            (
-                GOOD.replace("https://", "")
-                    .replace("sandbox_url = \"http://", "sandbox_url = \"mailto://"),
-                "edit_file",
-                "sandbox_url",
-            ),
-        ];
-        for (text, tool, field) in cases {
-            let error = ToolRegistry::parse_toml(&text, "tools.toml").unwrap_err();
-            let shown = error.to_string();
-            assert!(
-                shown.contains(&format!("{tool:?}")) && shown.contains(field),
-                "expected tool {tool} and field {field} in: {shown}"
-            );
-        }
-    }
-}
+mod tests;

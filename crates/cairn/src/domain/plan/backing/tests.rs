@@ -175,3 +175,21 @@ fn a_milestone_that_set_out_to_change_is_not_done_by_reads_alone() {
                         "output": {"refund": "rf-55120k"}})];
     assert_eq!(steps_succeeded(&steps, &wrote, &["refund_order"]), Ok(()));
 }
+
+#[test]
+fn a_write_whose_outcome_is_unknown_counts_once_a_read_after_it_succeeded() {
+    let steps = [step("s1r", "done")];
+    let lost = json!({"step": "s1", "tool": "create_entities", "ok": false,
+                      "error": "answer lost", OUTCOME_UNKNOWN: true});
+    let read = json!({"step": "s1r", "tool": "open_nodes", "ok": true,
+                      "output": {"entities": [{"name": "sum-fact"}]}});
+    let writers = ["create_entities"];
+    assert_eq!(
+        steps_succeeded(&steps, &[lost.clone(), read.clone()], &writers),
+        Ok(())
+    );
+    // A read before the lost write, or a plain failed write, is not enough.
+    assert!(steps_succeeded(&steps, &[read.clone(), lost], &writers).is_err());
+    let failed = json!({"step": "s1", "tool": "create_entities", "ok": false, "error": "no"});
+    assert!(steps_succeeded(&steps, &[failed, read], &writers).is_err());
+}

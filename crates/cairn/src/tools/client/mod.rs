@@ -1,4 +1,7 @@
-//! The HTTP tool client: schema check, idempotency key, receipt, POST, classified answer.
+//! The tool client: schema check, idempotency key, receipt, the call (an HTTP POST, or an MCP
+//! `tools/call`, [`mcp`]), classified answer.
+
+mod mcp;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -8,10 +11,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::catalog::ToolCatalog;
 use super::error::ToolError;
 use super::key::{Repeat, idempotency_key};
 use super::receipts::ReceiptStore;
-use super::registry::{RegisteredTool, ToolRegistry};
+use super::registry::{RegisteredTool, ToolRegistry, ToolSource};
 use crate::clock::Clock;
 use crate::schema::truncate;
 use crate::store::NewToolReceipt;
@@ -49,7 +53,7 @@ pub struct ToolResult {
 
 /// What a tool answers; also what a receipt stores.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Answer {
+pub(super) struct Answer {
     #[serde(default)]
     output: Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -64,7 +68,7 @@ struct Answer {
 #[derive(Clone)]
 pub struct ToolClient {
     http: reqwest::Client,
-    registry: Arc<ToolRegistry>,
+    catalog: ToolCatalog,
     receipts: Option<Arc<dyn ReceiptStore>>,
     clock: Arc<dyn Clock>,
 }
@@ -72,53 +76,49 @@ pub struct ToolClient {
 impl std::fmt::Debug for ToolClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ToolClient")
-            .field("tools", &self.registry.names())
+            .field("tools", &self.catalog.current().names())
             .field("receipts", &self.receipts.is_some())
             .finish()
     }
 }
 
 impl ToolClient {
-    /// A client over `registry`. Without `receipts`, side-effecting calls are always sent.
+    /// A client over `catalog` (a fixed registry, or one MCP servers feed). Without
+    /// `receipts`, side-effecting calls are always sent.
     pub fn new(
-        registry: Arc<ToolRegistry>,
+        catalog: impl Into<ToolCatalog>,
         receipts: Option<Arc<dyn ReceiptStore>>,
         clock: Arc<dyn Clock>,
     ) -> ToolClient {
         ToolClient {
             http: reqwest::Client::new(),
-            registry,
+            catalog: catalog.into(),
             receipts,
             clock,
         }
     }
 
-    /// The same client (receipts, clock, HTTP connections) over another `registry`.
-    pub fn with_registry(&self, registry: Arc<ToolRegistry>) -> ToolClient {
-        ToolClient {
-            http: self.http.clone(),
-            registry,
-            receipts: self.receipts.clone(),
-            clock: self.clock.clone(),
-        }
+    /// The registry now (MCP servers may change it between two reads).
+    pub fn registry(&self) -> Arc<ToolRegistry> {
+        self.catalog.current()
     }
 
-    pub fn registry(&self) -> &Arc<ToolRegistry> {
-        &self.registry
+    pub fn catalog(&self) -> &ToolCatalog {
+        &self.catalog
     }
 
     /// Checks arguments without calling (the executor's approval step).
     pub fn check(&self, tool: &str, args: &Value) -> Result<(), ToolError> {
-        self.lookup(tool, args).map(|_| ())
+        self.lookup(&self.registry(), tool, args).map(|_| ())
     }
 
-    fn lookup(&self, tool: &str, args: &Value) -> Result<&RegisteredTool, ToolError> {
-        let registered = self
-            .registry
-            .get(tool)
-            .ok_or_else(|| ToolError::UnknownTool {
-                tool: tool.to_string(),
-            })?;
+    fn lookup<'r>(
+        &self,
+        registry: &'r ToolRegistry,
+        tool: &str,
+        args: &Value,
+    ) -> Result<&'r RegisteredTool, ToolError> {
+        let registered = registry.get(tool).ok_or_else(|| self.missing(tool))?;
         let messages = registered.check_args(args);
         if messages.is_empty() {
             Ok(registered)
@@ -135,7 +135,8 @@ impl ToolClient {
     /// stored result without calling. Only a successful answer is stored, so a failed call
     /// is sent again on retry, with the same key.
     pub async fn call(&self, call: &ToolCall) -> Result<ToolResult, ToolError> {
-        let registered = self.lookup(&call.tool, &call.args)?;
+        let registry = self.registry();
+        let registered = self.lookup(&registry, &call.tool, &call.args)?;
         let spec = &registered.spec;
         let key = idempotency_key(call.task_id, &call.tool, &call.args, &call.repeat);
         let receipts = self.receipts.as_ref().filter(|_| spec.side_effects);
@@ -151,12 +152,27 @@ impl ToolClient {
             return Ok(into_result(answer, key, true));
         }
         let url = match (&spec.sandbox_url, call.sandbox) {
-            (Some(sandbox), true) => sandbox,
+            (Some(sandbox), true) if spec.side_effects => sandbox,
             _ => &spec.url,
         };
-        let answer = self
-            .send(spec.name.as_str(), url, spec.timeout_ms, call, &key)
-            .await?;
+        let answer = match &registered.source {
+            ToolSource::File => {
+                self.send(spec.name.as_str(), url, spec.timeout_ms, call, &key)
+                    .await?
+            }
+            ToolSource::Mcp { server, tool } => {
+                self.send_mcp(mcp::Send {
+                    spec,
+                    server,
+                    tool,
+                    url,
+                    call,
+                    key: &key,
+                    receipts,
+                })
+                .await?
+            }
+        };
         if let Some(message) = &answer.error {
             return Err(ToolError::Reported {
                 tool: spec.name.clone(),
