@@ -46,10 +46,11 @@ struct Server {
     /// Per-request timeout in milliseconds.
     #[arg(long, default_value_t = 30_000)]
     timeout_ms: u64,
-    /// OAuth client credentials: the token endpoint (with --client-id and --client-secret).
+    /// OAuth client credentials: the token endpoint (discovered from the server when absent).
     #[arg(long, requires_all = ["client_id", "client_secret"])]
     token_url: Option<String>,
-    #[arg(long)]
+    /// OAuth client credentials: the client id (with --client-secret).
+    #[arg(long, requires = "client_secret")]
     client_id: Option<String>,
     /// May be `${VAR}`, read from the environment.
     #[arg(long)]
@@ -65,9 +66,9 @@ impl Server {
                 .ok_or_else(|| format!("--header {header:?} is not `Name: value`"))?;
             headers.insert(name.trim().to_string(), value.trim().to_string());
         }
-        let oauth = match (&self.token_url, &self.client_id, &self.client_secret) {
-            (Some(token_url), Some(client_id), Some(client_secret)) => Some(OauthFile {
-                token_url: token_url.clone(),
+        let oauth = match (&self.client_id, &self.client_secret) {
+            (Some(client_id), Some(client_secret)) => Some(OauthFile {
+                token_url: self.token_url.clone(),
                 client_id: client_id.clone(),
                 client_secret: client_secret.clone(),
                 scope: None,

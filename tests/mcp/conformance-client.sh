@@ -12,7 +12,6 @@ case "${MCP_CONFORMANCE_SCENARIO:-}" in
   auth/client-credentials-basic)
     context="${MCP_CONFORMANCE_CONTEXT:-{\}}"
     exec "$CAIRN_BIN" mcp tools "$url" \
-      --token-url "$(node -p "JSON.parse(process.argv[1]).token_endpoint || ''" "$context")" \
       --client-id "$(node -p "JSON.parse(process.argv[1]).client_id || ''" "$context")" \
       --client-secret "$(node -p "JSON.parse(process.argv[1]).client_secret || ''" "$context")" ;;
   *) echo "conformance-client: scenario ${MCP_CONFORMANCE_SCENARIO:-?} is not one cairn takes part in" >&2; exit 2 ;;

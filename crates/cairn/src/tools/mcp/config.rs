@@ -48,7 +48,9 @@ pub struct McpServerFile {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OauthFile {
-    pub token_url: String,
+    /// The token endpoint; absent, it is discovered from the server's metadata.
+    #[serde(default)]
+    pub token_url: Option<String>,
     pub client_id: String,
     pub client_secret: String,
     #[serde(default)]
@@ -76,7 +78,7 @@ pub struct McpServerSpec {
 /// Checked OAuth client credentials.
 #[derive(Debug, Clone)]
 pub struct Oauth {
-    pub token_url: String,
+    pub token_url: Option<String>,
     pub client_id: String,
     pub client_secret: Secret,
     pub scope: Option<String>,
@@ -134,7 +136,9 @@ pub fn check(
     let oauth = match file.oauth {
         None => None,
         Some(oauth) => {
-            check_url(&oauth.token_url).map_err(|message| ("oauth.token_url", message))?;
+            if let Some(url) = &oauth.token_url {
+                check_url(url).map_err(|message| ("oauth.token_url", message))?;
+            }
             Some(Oauth {
                 client_secret: Secret::new(
                     expand(&oauth.client_secret, env)

@@ -15,7 +15,7 @@ use rmcp::model::{
 };
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::common::client_side_sse::NeverRetry;
+use rmcp::transport::common::client_side_sse::SseRetryPolicy;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransportConfig, StreamableHttpError,
 };
@@ -29,6 +29,19 @@ use super::oauth::TokenCache;
 use crate::secret::Secret;
 
 type Running = RunningService<RoleClient, ClientConfig>;
+
+/// How a stream the server closed is resumed (a GET with `Last-Event-ID`, after the server's
+/// `retry` hint): a few times, then the request fails, so a server that is gone fails its call
+/// within seconds instead of at its deadline. A read is then retried by the repair ladder, and
+/// a write is never sent again (its intent).
+#[derive(Debug)]
+struct Resume;
+
+impl SseRetryPolicy for Resume {
+    fn retry(&self, tries: usize) -> Option<Duration> {
+        (tries < 3).then_some(Duration::from_millis(500))
+    }
+}
 
 /// An open connection, and the bearer token it was opened with (a renewed token reconnects).
 struct Open {
@@ -176,6 +189,52 @@ impl McpHub {
         {
             return Ok(open.running.clone());
         }
+        let running = Arc::new(self.handshake(server, url, &token).await?);
+        live.insert(
+            url.to_string(),
+            Open {
+                running: running.clone(),
+                token,
+            },
+        );
+        Ok(running)
+    }
+}
+
+impl McpHub {
+    /// Opens a session: the 2026-07-28 revision first; a server that answers `server/discover`
+    /// with anything but a discovery result (some answer any unknown method with an empty
+    /// result) is asked the 2025-11-25 way, `initialize`.
+    async fn handshake(
+        &self,
+        server: &McpServerSpec,
+        url: &str,
+        token: &Option<Secret>,
+    ) -> Result<Running, McpError> {
+        let auto = ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::V_2025_11_25),
+        };
+        match self.open(server, url, token, auto).await {
+            Err(McpError::Transport(first)) => self
+                .open(server, url, token, ClientLifecycleMode::Initialize)
+                .await
+                .map_err(|second| {
+                    McpError::Connect(format!("{first}; then, asked to initialize: {second}"))
+                }),
+            other => other,
+        }
+    }
+
+    /// One handshake in `lifecycle`: `Connect` when nothing answered, `Transport` when the
+    /// server answered the handshake wrongly.
+    async fn open(
+        &self,
+        server: &McpServerSpec,
+        url: &str,
+        token: &Option<Secret>,
+        lifecycle: ClientLifecycleMode,
+    ) -> Result<Running, McpError> {
         let mut headers = HashMap::new();
         for (name, value) in &server.headers {
             let (Ok(name), Ok(value)) = (
@@ -186,39 +245,33 @@ impl McpHub {
             };
             headers.insert(name, value);
         }
-        // A dropped stream fails its request at once rather than waiting to resume it: a read
-        // is then retried by the repair ladder, and a write is never sent again (its intent).
         let mut config =
             StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(headers);
-        config.retry_config = Arc::new(NeverRetry::default());
-        if let Some(token) = &token {
+        config.retry_config = Arc::new(Resume);
+        if let Some(token) = token {
             config = config.auth_header(token.expose().to_string());
         }
         let transport = StreamableHttpClientTransport::with_client(self.http.clone(), config);
+        // `initialize` offers the latest revision that has it; discovery offers its own list.
         let client = ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("cairn", env!("CARGO_PKG_VERSION")),
-        );
-        let lifecycle = ClientLifecycleMode::Auto {
-            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            legacy_version: Some(ProtocolVersion::V_2025_11_25),
-        };
-        let handshake = tokio::time::timeout(
-            Duration::from_millis(server.timeout_ms),
+        )
+        .with_protocol_version(ProtocolVersion::V_2025_11_25);
+        let timeout_ms = server.timeout_ms;
+        match tokio::time::timeout(
+            Duration::from_millis(timeout_ms),
             client.serve_with_lifecycle(transport, lifecycle),
         )
         .await
-        .map_err(|_| McpError::Connect(format!("no handshake within {} ms", server.timeout_ms)))?
-        .map_err(|error| McpError::Connect(chain(&error)))?;
-        let running = Arc::new(handshake);
-        live.insert(
-            url.to_string(),
-            Open {
-                running: running.clone(),
-                token,
-            },
-        );
-        Ok(running)
+        {
+            Err(_) => Err(McpError::Connect(format!(
+                "no handshake within {timeout_ms} ms"
+            ))),
+            Ok(Ok(running)) => Ok(running),
+            Ok(Err(error)) if connect_refused(&error) => Err(McpError::Connect(chain(&error))),
+            Ok(Err(error)) => Err(McpError::Transport(chain(&error))),
+        }
     }
 }
 
