@@ -183,7 +183,7 @@ async fn a_server_on_the_2026_07_28_revision_is_listed_and_called_once() {
         step.data
     );
     assert_eq!(
-        task["result"]["artifacts"]["stamp"], "st-1-doc-7q2",
+        task["result"]["artifacts"]["k1"]["stamp"], "st-1-doc-7q2",
         "{task:#}"
     );
     assert_eq!(calls.load(Ordering::SeqCst), 1);
