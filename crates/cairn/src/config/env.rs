@@ -97,6 +97,9 @@ impl Config {
                 self.test_minimal_engine = parse(name, value, "true or false")?
             }
             "CAIRN_SIM_LATENCY_MS" => self.sim_latency_ms = parse(name, value, "milliseconds")?,
+            "CAIRN_MCP_RELIST_MIN_MS" => {
+                self.mcp_relist_min_ms = parse(name, value, "milliseconds")?
+            }
             "CAIRN_LLM_TIMEOUT_MS" => self.llm_timeout_ms = parse(name, value, "milliseconds")?,
             "CAIRN_READYZ_CHECK_MODELS" => {
                 self.readyz_check_models = parse(name, value, "true or false")?

@@ -113,6 +113,10 @@ pub struct Config {
     /// long (`CAIRN_SIM_LATENCY_MS`, default 0): a demo where a task can be watched and
     /// cancelled while it runs.
     pub sim_latency_ms: u64,
+    /// The shortest time between two listings of one MCP server's tools when its cache hint
+    /// is shorter (`CAIRN_MCP_RELIST_MIN_MS`, default 30 s): a server that says "do not cache"
+    /// is not asked every second.
+    pub mcp_relist_min_ms: u64,
     /// How long one model call may take before it is retried (`CAIRN_LLM_TIMEOUT_MS`). A local
     /// model on a CPU writes a plan in minutes, a hosted one in seconds.
     pub llm_timeout_ms: u64,
@@ -158,6 +162,7 @@ impl Default for Config {
             dashboard: true,
             otel_capture_content: false,
             sim_latency_ms: 0,
+            mcp_relist_min_ms: 30_000,
             llm_timeout_ms: 120_000,
             engine: crate::domain::settings::EngineSettings::default(),
             llm: BTreeMap::new(),
@@ -195,6 +200,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "otel_capture_content",
     ),
     ("CAIRN_SIM_LATENCY_MS", "sim_latency_ms"),
+    ("CAIRN_MCP_RELIST_MIN_MS", "mcp_relist_min_ms"),
     ("CAIRN_LLM_TIMEOUT_MS", "llm_timeout_ms"),
     ("CAIRN_ENGINE_RESERVE_FRAC", "engine.reserve_frac"),
     ("CAIRN_ENGINE_REPAIR_AT", "engine.pressure_frac"),

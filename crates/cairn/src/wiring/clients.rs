@@ -61,7 +61,7 @@ impl Clients {
             let path = config.tools_file.as_ref().ok_or(WiringError::NoToolsFile)?;
             return Ok(Clients {
                 llm: LlmClient::new(endpoints, retry_policy(config))?,
-                tools: catalog(ToolsFile::load(path)?),
+                tools: catalog(ToolsFile::load(path)?, config.mcp_relist_min_ms),
                 sim_base_url: None,
                 simulated_model: false,
             });
@@ -76,7 +76,7 @@ impl Clients {
             "no model configured: using the built-in simulator; every answer is simulated"
         );
         let tools = match &config.tools_file {
-            Some(path) => catalog(ToolsFile::load(path)?),
+            Some(path) => catalog(ToolsFile::load(path)?, config.mcp_relist_min_ms),
             None => ToolCatalog::fixed(sim.registry()),
         };
         Ok(Clients {
@@ -89,7 +89,7 @@ impl Clients {
 }
 
 /// The catalog of a tools file: fixed, or fed by its MCP servers.
-fn catalog(file: ToolsFile) -> ToolCatalog {
+fn catalog(file: ToolsFile, relist_min_ms: u64) -> ToolCatalog {
     if file.mcp.is_empty() {
         return ToolCatalog::fixed(Arc::new(file.registry));
     }
@@ -100,6 +100,7 @@ fn catalog(file: ToolsFile) -> ToolCatalog {
         hub: McpHub::default(),
         shared: shared.clone(),
         clock: Arc::new(SystemClock),
+        relist_min: Duration::from_millis(relist_min_ms),
     });
     ToolCatalog::with_mcp(shared, Arc::new(mcp))
 }

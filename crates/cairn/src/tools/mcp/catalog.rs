@@ -60,6 +60,7 @@ pub struct McpCatalog {
     hub: McpHub,
     shared: SharedRegistry,
     clock: Arc<dyn Clock>,
+    relist_min: Duration,
     listed: Mutex<BTreeMap<String, Listed>>,
 }
 
@@ -72,6 +73,8 @@ pub struct McpCatalogParams {
     /// Replaced on each listing.
     pub shared: SharedRegistry,
     pub clock: Arc<dyn Clock>,
+    /// The shortest time between two listings of one server, whatever its cache hint.
+    pub relist_min: Duration,
 }
 
 impl std::fmt::Debug for McpCatalog {
@@ -92,6 +95,7 @@ impl McpCatalog {
             hub,
             shared,
             clock,
+            relist_min,
         } = params;
         let now = Instant::now();
         let listed = servers
@@ -126,6 +130,7 @@ impl McpCatalog {
             hub,
             shared,
             clock,
+            relist_min,
             listed: Mutex::new(listed),
         }
     }
@@ -216,7 +221,7 @@ impl McpCatalog {
                 entry.tools = tools;
                 // Without a cache hint, a listing holds until the next refresh.
                 let ttl = listing.ttl.unwrap_or(Duration::from_secs(365 * 24 * 3600));
-                entry.due = Instant::now() + ttl.max(TICK);
+                entry.due = Instant::now() + ttl.max(self.relist_min).max(TICK);
             }
             Err(error) => {
                 tracing::warn!(server = %server.name, url = %server.url, %error,
