@@ -125,7 +125,7 @@ pub fn task_page(page: &Value) {
 
 /// `tools`: name, whether it has side effects, description.
 pub fn tools(list: &Value) {
-    say("NAME\tSIDE_EFFECTS\tDESCRIPTION");
+    say("NAME\tSIDE_EFFECTS\tSOURCE\tDESCRIPTION");
     let items = list
         .get("items")
         .and_then(Value::as_array)
@@ -136,10 +136,30 @@ pub fn tools(list: &Value) {
             Some(true) => "yes",
             _ => "no",
         };
+        let source = match tool.pointer("/source/server").and_then(Value::as_str) {
+            Some(server) => format!("mcp:{server}"),
+            None => "file".to_string(),
+        };
         say(&format!(
-            "{}\t{writes}\t{}",
+            "{}\t{writes}\t{source}\t{}",
             text(tool, "name"),
             clip(&text(tool, "description"))
+        ));
+    }
+    let servers = list
+        .get("servers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for server in &servers {
+        let state = match server.get("reachable").and_then(Value::as_bool) {
+            Some(true) => format!("{} tools, {}", server["tools"], text(server, "protocol")),
+            _ => format!("unreachable: {}", text(server, "error")),
+        };
+        say(&format!(
+            "mcp server {} ({}): {state}",
+            text(server, "name"),
+            text(server, "url")
         ));
     }
 }
