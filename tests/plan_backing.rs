@@ -136,3 +136,29 @@ async fn a_step_waits_for_the_output_it_needs_inside_a_milestone() {
     assert_eq!(sent[1]["args"]["order"], "ord-7m3q1", "{sent:#?}");
     stack.stop().await;
 }
+
+/// A tool named among a milestone's dependencies (as the 1.5B model wrote for a paging task)
+/// becomes one of its tools: the plan is amended, not refused.
+#[tokio::test]
+async fn a_tool_named_as_a_dependency_becomes_the_milestones_tool() {
+    let stack = Stack::start("tool_as_dependency.json").await;
+    let id = stack
+        .submit("Who is on call for the payments team?", "v2", 50_000)
+        .await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    let events = stack.events(&id).await;
+    assert!(of_kind(&events, "plan.refused").is_empty(), "{events:#?}");
+    let accepted = of_kind(&events, "plan.accepted");
+    assert_eq!(
+        accepted[0]["data"]["amended"],
+        json!([{"kind": "dependency_tool", "milestone": "m1", "tool": "get_oncall"}]),
+        "{:#}",
+        accepted[0]
+    );
+    let (_, plan) = stack.get(&format!("/v1/tasks/{id}/plans/1")).await;
+    let m1 = &plan["plan"]["milestones"][0];
+    assert_eq!(m1["tools"], json!(["get_oncall"]), "{plan:#}");
+    assert_eq!(m1["depends_on"], json!([]), "{plan:#}");
+    stack.stop().await;
+}

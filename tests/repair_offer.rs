@@ -111,3 +111,24 @@ async fn a_milestone_that_set_out_to_change_is_not_passed_by_a_read() {
     assert_eq!(refunds, 2, "the guessed refund and the right one");
     stack.stop().await;
 }
+
+/// A failed answer that names the tool to use ("to recover: call locate") gets it offered to
+/// the repair first, though other readers share more words with the goal.
+#[tokio::test]
+async fn a_tool_a_failed_answer_names_is_offered_to_the_repair() {
+    let stack = Stack::start("named_in_failure.json").await;
+    let id = stack
+        .submit(
+            "Where is the config file of the billing service kept?",
+            "v2",
+            50_000,
+        )
+        .await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    let planned = stack.events_of(&id, "milestone.steps_planned").await;
+    assert_eq!(planned.len(), 2, "{planned:#?}");
+    assert_eq!(planned[1]["granted"], json!(["locate"]), "{:#}", planned[1]);
+    assert_eq!(planned[1]["steps"][0]["tool"], "locate");
+    stack.stop().await;
+}

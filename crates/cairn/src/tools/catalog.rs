@@ -1,9 +1,13 @@
 //! [`ToolCatalog`]: the registry serving runs on, and the MCP servers that feed it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::mcp::{McpCatalog, McpServerStatus};
 use super::registry::{SharedRegistry, ToolRegistry};
+
+/// How long serving waits at start for the MCP servers' first listings.
+pub const START_WAIT: Duration = Duration::from_secs(10);
 
 /// The registry (swapped when MCP servers are listed again) and the servers behind it.
 /// Cheap to clone; every clone sees the same registry.
@@ -52,10 +56,18 @@ impl ToolCatalog {
         }
     }
 
-    /// Lists the servers once (each bounded by its timeout) and keeps them fresh afterwards.
+    /// Lists the servers once, waiting at most [`START_WAIT`] (a server slower than that is
+    /// listed in the background, like one that is down), and keeps them fresh afterwards.
     pub async fn start(&self) {
         if let Some(mcp) = &self.mcp {
-            mcp.refresh().await;
+            if tokio::time::timeout(START_WAIT, mcp.refresh())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    "MCP servers still listing after 10 s; serving without them for now"
+                );
+            }
             mcp.spawn_refresher();
         }
     }

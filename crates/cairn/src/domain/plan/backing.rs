@@ -36,6 +36,8 @@ pub enum Amendment {
     CheckBacked { milestone: String, replaced: Check },
     /// A milestone granted no tool was folded into its dependents.
     Folded { milestone: String, title: String },
+    /// A dependency naming a tool, not a milestone, became a tool of the milestone.
+    DependencyTool { milestone: String, tool: String },
 }
 
 /// Makes every milestone's check one its tools can back, and folds tool-less unfinished
@@ -46,7 +48,8 @@ pub enum Amendment {
 pub fn amend(plan: &mut Plan, tools: &KnownTools, finished: &BTreeSet<String>) -> Vec<Amendment> {
     let open =
         |m: &super::Milestone| m.status != MilestoneStatus::Done && !finished.contains(&m.id);
-    let mut amendments = fold_toolless(plan, &open);
+    let mut amendments = tools_named_as_dependencies(plan, tools, &open);
+    amendments.extend(fold_toolless(plan, &open));
     for m in &mut plan.milestones {
         if m.tools.is_empty() || !tools.declares_nothing(&m.tools) {
             continue;
@@ -94,6 +97,36 @@ fn back(check: &mut Check, backed: &dyn Fn(&str) -> bool) -> Vec<Check> {
 
 /// Removes unfinished milestones granted no tool, unless every unfinished one is; a removed
 /// milestone's dependents inherit its dependencies.
+/// A dependency that names a registered tool and no milestone is the tool the milestone needs
+/// (measured live on the 1.5B model: every strategic answer for a paging task wrote
+/// `depends_on: ["get_oncall"]`, and validation refused each plan). It moves to the milestone's
+/// tools; a name that is neither stays, for validation to refuse.
+fn tools_named_as_dependencies(
+    plan: &mut Plan,
+    tools: &KnownTools,
+    open: &dyn Fn(&super::Milestone) -> bool,
+) -> Vec<Amendment> {
+    let ids: BTreeSet<String> = plan.milestones.iter().map(|m| m.id.clone()).collect();
+    let mut amendments = Vec::new();
+    for m in plan.milestones.iter_mut().filter(|m| open(m)) {
+        let (named, kept): (Vec<String>, Vec<String>) = m
+            .depends_on
+            .drain(..)
+            .partition(|dep| !ids.contains(dep) && tools.contains(dep));
+        m.depends_on = kept;
+        for tool in named {
+            if !m.tools.contains(&tool) {
+                m.tools.push(tool.clone());
+            }
+            amendments.push(Amendment::DependencyTool {
+                milestone: m.id.clone(),
+                tool,
+            });
+        }
+    }
+    amendments
+}
+
 fn fold_toolless(plan: &mut Plan, open: &dyn Fn(&super::Milestone) -> bool) -> Vec<Amendment> {
     let toolless: Vec<(String, String, Vec<String>)> = plan
         .milestones

@@ -193,3 +193,27 @@ fn a_write_whose_outcome_is_unknown_counts_once_a_read_after_it_succeeded() {
     let failed = json!({"step": "s1", "tool": "create_entities", "ok": false, "error": "no"});
     assert!(steps_succeeded(&steps, &[failed, read], &writers).is_err());
 }
+
+#[test]
+fn a_tool_named_as_a_dependency_becomes_a_tool_of_the_milestone() {
+    let mut p = plan(json!({"milestones": [
+        milestone("m1", &[], &["get_user"], json!({"type": "steps_succeeded"})),
+        milestone("m2", &["get_user"], &["m1", "nothing_known"], json!({"type": "steps_succeeded"})),
+    ]}));
+    let amendments = amend(&mut p, &known(), &BTreeSet::new());
+    assert_eq!(p.milestones[0].tools, vec!["get_user".to_string()]);
+    assert!(p.milestones[0].depends_on.is_empty());
+    assert_eq!(
+        p.milestones[1].depends_on,
+        vec!["m1".to_string(), "nothing_known".to_string()],
+        "a milestone id, and a name that is neither, stay"
+    );
+    assert_eq!(
+        amendments,
+        vec![Amendment::DependencyTool {
+            milestone: "m1".into(),
+            tool: "get_user".into()
+        }],
+        "not folded: it has a tool now"
+    );
+}

@@ -9,6 +9,10 @@
 //! from the extras that an accepted list uses is granted to the milestone (`granted` on
 //! `milestone.steps_planned`).
 //!
+//! A tool the milestone's failed answers name ("no such file; to recover: call locate") comes
+//! first among the extras: the answer said what to use. On the 1.5B model the relevance by
+//! words missed `locate` for a config read, and the repair invented a placeholder instead.
+//!
 //! A side-effecting tool is offered beyond the grant only when the goal itself names its action
 //! (the verb its name starts with: "refund it" for `refund_order`): the submitter asked for
 //! that change, so offering it stays within the task's privilege. On the 1.5B model the plan
@@ -64,13 +68,19 @@ pub fn offer<'a>(
         milestone.outcome.as_deref().unwrap_or_default()
     ));
     let asked = words(goal);
+    let named = named_by_failures(observations);
     let mut candidates: Vec<(usize, &ToolSpec)> = specs
         .filter(|s| !granted.contains(&s.name))
         .filter(|s| !s.side_effects || action(&s.name).is_some_and(|verb| asked.contains(verb)))
         .filter(|s| !failed.contains(s.name.as_str()))
         .map(|s| {
             let own = words(&format!("{} {}", s.name.replace('_', " "), s.description));
-            (own.intersection(&about).count(), s)
+            let said = if named.contains(&s.name.to_lowercase()) {
+                NAMED
+            } else {
+                0
+            };
+            (said + own.intersection(&about).count(), s)
         })
         .filter(|(score, _)| *score > 0)
         .collect();
@@ -183,6 +193,32 @@ fn failing_tools(observations: &[Value]) -> BTreeSet<&str> {
         .into_iter()
         .filter(|t| !answered.contains(t))
         .collect()
+}
+
+/// The score of a tool a failed answer names: above any count of shared words.
+const NAMED: usize = 1_000;
+
+/// Every word (tool names kept whole: `_`, `-` and `.` join) of the milestone's failed answers,
+/// their errors and outputs.
+fn named_by_failures(observations: &[Value]) -> BTreeSet<String> {
+    let mut said = BTreeSet::new();
+    for o in observations
+        .iter()
+        .filter(|o| o.get("ok") == Some(&Value::Bool(false)))
+    {
+        let text = format!(
+            "{} {}",
+            o.get("error").and_then(Value::as_str).unwrap_or_default(),
+            o.get("output").map(Value::to_string).unwrap_or_default()
+        );
+        said.extend(
+            text.to_lowercase()
+                .split(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.')))
+                .map(|w| w.trim_matches('.').to_string())
+                .filter(|w| !w.is_empty()),
+        );
+    }
+    said
 }
 
 /// The action a tool's name starts with (`refund` of `refund_order`, `page` of `page_user`).

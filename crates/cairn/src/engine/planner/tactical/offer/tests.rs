@@ -158,3 +158,25 @@ fn a_repeated_repair_is_asked_again_without_the_tools_that_failed_here() {
     let alone = offer(only.iter(), &milestone(), &failed, Ask::RetryStep, GOAL);
     assert!(!narrowed(alone, &failed, Ask::RetryStep, false, &writes).narrowable);
 }
+
+#[test]
+fn a_tool_the_failed_answer_names_is_offered_first() {
+    let mut specs = registry();
+    specs.push(spec("locate", "Where a file is.", false));
+    let failed = [json!({"tool": "get_customer", "ok": false,
+                         "error": "no such customer here; to recover: call locate"})];
+    let repair = offer(specs.iter(), &milestone(), &failed, Ask::RetryStep, GOAL);
+    assert_eq!(
+        repair.extra.first().map(String::as_str),
+        Some("locate"),
+        "{repair:?}"
+    );
+    // Named or not, a writer the goal does not ask for is still not offered.
+    let failed = [json!({"tool": "get_customer", "ok": false,
+                         "error": "call cancel_order first"})];
+    let repair = offer(specs.iter(), &milestone(), &failed, Ask::RetryStep, GOAL);
+    assert!(
+        !repair.tools.contains(&"cancel_order".to_string()),
+        "{repair:?}"
+    );
+}
