@@ -111,6 +111,18 @@ async fn start_server(server: Stamper) -> String {
     format!("http://{addr}/mcp")
 }
 
+/// A tools file registering the server at `url` as `sdk`; the file lives as long as the dir.
+fn tools_file(url: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tools = dir.path().join("tools.toml");
+    std::fs::write(
+        &tools,
+        format!("[[mcp]]\nname = \"sdk\"\nurl = \"{url}\"\n"),
+    )
+    .expect("file");
+    (dir, tools.display().to_string())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_on_the_2026_07_28_revision_is_listed_and_called_once() {
     let server = Stamper {
@@ -125,15 +137,8 @@ async fn a_server_on_the_2026_07_28_revision_is_listed_and_called_once() {
     let sim = cairn::sim::SimServer::start_file(&scenario, 0)
         .await
         .expect("simulator");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let tools = dir.path().join("tools.toml");
-    std::fs::write(
-        &tools,
-        format!("[[mcp]]\nname = \"sdk\"\nurl = \"{url}\"\n"),
-    )
-    .expect("file");
+    let (_dir, tools) = tools_file(&url);
     let db = common::TestSqlite::create();
-    let tools = tools.display().to_string();
     let mut env: Vec<(&str, &str)> = FAST_LEASES.to_vec();
     env.extend([
         ("CAIRN_LLM_DEFAULT_BASE_URL", sim.base_url()),
@@ -229,15 +234,8 @@ async fn a_tool_the_server_stops_listing_leaves_the_registry_and_is_unavailable(
         traceparents: Arc::default(),
     })
     .await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let tools = dir.path().join("tools.toml");
-    std::fs::write(
-        &tools,
-        format!("[[mcp]]\nname = \"sdk\"\nurl = \"{url}\"\n"),
-    )
-    .expect("file");
+    let (_dir, tools) = tools_file(&url);
     let db = common::TestSqlite::create();
-    let tools = tools.display().to_string();
     let env = [
         ("CAIRN_TOOLS_FILE", tools.as_str()),
         ("CAIRN_MCP_RELIST_MIN_MS", "300"),

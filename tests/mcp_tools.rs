@@ -120,9 +120,13 @@ async fn get(serve: &Serve, path: &str) -> Value {
 }
 
 async fn submit(serve: &Serve) -> uuid::Uuid {
+    submit_goal(serve, GOAL).await
+}
+
+async fn submit_goal(serve: &Serve, goal: &str) -> uuid::Uuid {
     let response = reqwest::Client::new()
         .post(format!("http://{}/v1/tasks", serve.addr))
-        .json(&json!({"goal": GOAL, "strategy": "v2",
+        .json(&json!({"goal": goal, "strategy": "v2",
                       "budget": {"tokens": 100_000, "tool_calls": 30, "wall_ms": 300_000}}))
         .send()
         .await
@@ -400,7 +404,7 @@ async fn a_read_whose_server_dies_mid_call_is_retried_when_it_is_back() {
     let store = setup.store().await;
     // The read of m1, held at server-everything: its long-running operation (read-only).
     let port = setup.everything.port;
-    let id = submit_read(&serve).await;
+    let id = submit_goal(&serve, "Run the long operation for 3 seconds in 3 steps").await;
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     setup.everything.stop().await;
     let back = NodeServer::everything(port, &[("CAIRN_MCP_CANARY", CANARY)]).await;
@@ -414,23 +418,4 @@ async fn a_read_whose_server_dies_mid_call_is_retried_when_it_is_back() {
     assert!(retried >= 1, "the read was retried: {:#?}", steps(&events));
     drop(back);
     serve.terminate().await;
-}
-
-async fn submit_read(serve: &Serve) -> uuid::Uuid {
-    let response = reqwest::Client::new()
-        .post(format!("http://{}/v1/tasks", serve.addr))
-        .json(
-            &json!({"goal": "Run the long operation for 3 seconds in 3 steps",
-                      "strategy": "v2",
-                      "budget": {"tokens": 100_000, "tool_calls": 30, "wall_ms": 300_000}}),
-        )
-        .send()
-        .await
-        .expect("POST");
-    assert_eq!(response.status().as_u16(), 202);
-    let task: Value = response.json().await.expect("task");
-    task["id"]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .expect("id")
 }

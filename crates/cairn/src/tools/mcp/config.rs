@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 
 use crate::secret::Secret;
-use crate::tools::registry::MAX_TIMEOUT_MS;
+use crate::tools::registry::{MAX_TIMEOUT_MS, check_url};
 
 /// One `[[mcp]]` table, as written.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -181,17 +181,6 @@ fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, St
     }
     out.push_str(rest);
     Ok(out)
-}
-
-fn check_url(url: &str) -> Result<(), String> {
-    let parsed = reqwest::Url::parse(url).map_err(|error| format!("not a URL ({error})"))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(format!(
-            "must be http:// or https://, got {}://",
-            parsed.scheme()
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

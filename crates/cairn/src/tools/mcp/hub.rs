@@ -179,18 +179,19 @@ impl McpHub {
         self.live.lock().await.remove(url);
     }
 
-    /// The open connection to `url`, or a new one.
+    /// The open connection to `url`, or a new one. The handshake runs outside the lock, so a
+    /// slow server holds up no call to another; two calls that open the same connection at
+    /// once keep the later one.
     async fn connect(&self, server: &McpServerSpec, url: &str) -> Result<Arc<Running>, McpError> {
         let token = self.tokens.bearer(server).await?;
-        let mut live = self.live.lock().await;
-        if let Some(open) = live.get(url)
+        if let Some(open) = self.live.lock().await.get(url)
             && !open.running.is_closed()
             && open.token == token
         {
             return Ok(open.running.clone());
         }
         let running = Arc::new(self.handshake(server, url, &token).await?);
-        live.insert(
+        self.live.lock().await.insert(
             url.to_string(),
             Open {
                 running: running.clone(),

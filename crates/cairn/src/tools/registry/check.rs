@@ -56,7 +56,8 @@ fn check_artifacts(names: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-fn check_url(url: &str) -> Result<(), String> {
+/// An `http://` or `https://` URL, or why not.
+pub(crate) fn check_url(url: &str) -> Result<(), String> {
     let parsed = reqwest::Url::parse(url).map_err(|error| format!("not a URL ({error})"))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(format!(

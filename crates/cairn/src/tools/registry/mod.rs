@@ -54,6 +54,7 @@ mod file;
 mod shared;
 
 use check::check_spec;
+pub(crate) use check::check_url;
 pub use file::ToolsFile;
 pub use shared::SharedRegistry;
 
