@@ -34,10 +34,15 @@ impl ShadowTools {
         self.live
             .registry()
             .specs()
-            .filter(|spec| spec.side_effects && spec.sandbox_url.is_none())
+            .filter(|spec| unsandboxed(spec))
             .map(|spec| spec.name.clone())
             .collect()
     }
+}
+
+/// A tool a shadow may not call: it writes and has no sandbox.
+fn unsandboxed(spec: &crate::tools::ToolSpec) -> bool {
+    spec.side_effects && spec.sandbox_url.is_none()
 }
 
 #[async_trait]
@@ -47,7 +52,12 @@ impl ToolPort for ShadowTools {
     }
 
     async fn call(&self, call: ToolCall) -> Result<ToolReply, PortError> {
-        if self.refused().contains(&call.tool) {
+        // One lookup per call, not the whole refused set.
+        let registry = self.live.registry();
+        if registry
+            .get(&call.tool)
+            .is_some_and(|t| unsandboxed(&t.spec))
+        {
             return Err(PortError::new(
                 FailureKind::Permanent,
                 format!(

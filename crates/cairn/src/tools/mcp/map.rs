@@ -19,21 +19,14 @@ pub const MAX_TEXT: usize = 64 * 1024;
 /// The registry entry for `tool` of `server`, or why it is skipped.
 pub fn spec(server: &McpServerSpec, tool: &Tool) -> Result<ToolSpec, String> {
     let name = format!("{}.{}", server.name, tool.name);
-    let read_only = tool
-        .annotations
-        .as_ref()
-        .and_then(|a| a.read_only_hint)
-        .unwrap_or(false);
+    let hints = tool.annotations.as_ref();
+    let read_only = hints.and_then(|a| a.read_only_hint).unwrap_or(false);
     let side_effects = server
         .side_effects
         .get(tool.name.as_ref())
         .copied()
         .unwrap_or(!read_only);
-    let idempotent = tool
-        .annotations
-        .as_ref()
-        .and_then(|a| a.idempotent_hint)
-        .unwrap_or(read_only);
+    let idempotent = hints.and_then(|a| a.idempotent_hint).unwrap_or(read_only);
     let description = tool
         .description
         .as_deref()
