@@ -73,7 +73,7 @@ enum Command {
     /// Submit a goal to a running server (`CAIRN_URL`); with --follow, show its progress until
     /// it ends. See docs/cli.md.
     Submit(client::SubmitArgs),
-    /// List, show, follow and cancel a server's tasks.
+    /// List, show, follow, cancel and steer a server's tasks.
     Tasks(client::TasksArgs),
     /// List the tools a server has registered.
     Tools(client::ToolsArgs),

@@ -42,11 +42,11 @@ async fn postgres() -> (Arc<dyn Store>, common::TestPg) {
     (Arc::new(store), db)
 }
 
-/// The task a route is called on: a fresh one for cancel (so every case finds it queued), a
-/// shadow copy for the shadow comparison, else the task with history.
+/// The task a route is called on: a fresh one for cancel and messages (so every case finds it
+/// queued), a shadow copy for the shadow comparison, else the task with history.
 async fn target(f: &Fixture, method: &str, path: &str) -> uuid::Uuid {
     match (method, path) {
-        ("POST", "/v1/tasks/{id}/cancel") => f.new_acme_task().await,
+        ("POST", "/v1/tasks/{id}/cancel" | "/v1/tasks/{id}/messages") => f.new_acme_task().await,
         ("GET", "/v1/tasks/{id}/shadow") => {
             let (shadow_path, body) = recipe("POST", "/v1/tasks/{id}/shadow", f.task, ACME_MARK);
             let response = f
@@ -70,6 +70,8 @@ const EXPECTED: &[(&str, &str, Option<Scope>)] = &[
     ("GET", "/v1/tasks", Some(Scope::Read)),
     ("GET", "/v1/tasks/{id}", Some(Scope::Read)),
     ("POST", "/v1/tasks/{id}/cancel", Some(Scope::Submit)),
+    ("POST", "/v1/tasks/{id}/messages", Some(Scope::Submit)),
+    ("GET", "/v1/tasks/{id}/messages", Some(Scope::Read)),
     ("POST", "/v1/tasks/{id}/shadow", Some(Scope::Submit)),
     ("GET", "/v1/tasks/{id}/shadow", Some(Scope::Read)),
     ("GET", "/v1/tasks/{id}/events", Some(Scope::Read)),

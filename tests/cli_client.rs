@@ -193,6 +193,11 @@ async fn the_one_shot_commands_answer_what_the_api_holds(addr: SocketAddr, id: &
     let stderr = String::from_utf8_lossy(&cancel.stderr);
     assert!(stderr.contains("409"), "{stderr}");
     assert!(!stderr.contains("Problem {"), "{stderr}");
+    // Nor steered.
+    let steer = run(addr, &["tasks", "steer", id, "use the EU region"]).await;
+    assert_eq!(steer.status.code(), Some(5), "{}", both(&steer));
+    let stderr = String::from_utf8_lossy(&steer.stderr);
+    assert!(stderr.contains("already ended"), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -205,6 +210,13 @@ async fn a_cancelled_task_exits_4() {
     let mut seen = Vec::new();
     read_until(&mut lines, &mut seen, |line| line.starts_with("task ")).await;
     let id = seen[0].strip_prefix("task ").unwrap().to_string();
+    let steer = run(serve.addr, &["tasks", "steer", &id, "use the EU region"]).await;
+    assert_eq!(steer.status.code(), Some(0), "{}", both(&steer));
+    assert!(
+        stdout(&steer).starts_with("message 1 sent to task"),
+        "{}",
+        both(&steer)
+    );
     let cancel = run(serve.addr, &["tasks", "cancel", &id]).await;
     assert_eq!(cancel.status.code(), Some(0), "{}", both(&cancel));
     assert_eq!(stdout(&cancel).trim(), format!("task {id} cancelled"));

@@ -59,6 +59,7 @@ async fn journal(store: Arc<dyn Store>) -> (Journal, watch::Sender<StopSignal>) 
         store,
         clock,
         stop,
+        inbox: cairn::engine::Inbox::new(),
         meters: cairn::meters::Meters::new(),
     };
     (Journal::new(ctx, TaskState::fresh(EngineKind::V2)), stop_tx)

@@ -258,7 +258,7 @@ async fn a_constraint_in_a_tool_answer_raises_new_constraint_and_replans_once() 
     assert_eq!(taken[0]["reason"], "new_constraint");
     assert_eq!(taken[0]["caused_by_seq"], raised[0]["seq"]);
     let (_, plans) = stack.get(&format!("/v1/tasks/{id}/plans")).await;
-    assert_eq!(plan_reasons(&plans), ["initial", "replan_strategy"]);
+    assert_eq!(plan_reasons(&plans), ["initial", "new_constraint"]);
     let stats = stack.sim.stats();
     assert_eq!(stats.tools["fetch_prices"].calls, 2);
     assert_eq!(stats.tools["write_note"].calls, 1);

@@ -105,6 +105,7 @@ async fn run(store: &Arc<dyn Store>, engine: &dyn Engine, id: uuid::Uuid) -> Tas
             store: store.clone(),
             clock: Arc::new(SystemClock),
             stop: rx,
+            inbox: cairn::engine::Inbox::new(),
             meters: cairn::meters::Meters::new(),
         };
         if let RunOutcome::Finished(_) = engine.run(ctx).await.expect("run") {

@@ -209,6 +209,14 @@ impl Api {
         self.call(self.calls.post(url.as_str()), &url).await
     }
 
+    /// `POST /v1/tasks/{id}/messages`: a constraint for a running task.
+    pub async fn steer(&self, id: &str, text: &str) -> Result<Value, ClientError> {
+        let url = self.url(&format!("/v1/tasks/{}/messages", segment(id)));
+        let body = serde_json::json!({"text": text, "kind": "constraint"});
+        self.call(self.calls.post(url.as_str()).json(&body), &url)
+            .await
+    }
+
     /// `GET /v1/tools`.
     pub async fn tools(&self) -> Result<Value, ClientError> {
         let url = self.url("/v1/tools");

@@ -125,6 +125,15 @@ pub enum TasksAction {
         #[arg(long)]
         json: bool,
     },
+    /// Steer a queued or running task: the text is a constraint its plan must respect from
+    /// now on (a plan that did not know it is replaced, keeping finished work).
+    Steer {
+        id: String,
+        /// The constraint, in plain words.
+        text: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -286,6 +295,21 @@ async fn tasks_action(api: &Api, action: TasksAction) -> Result<u8, ClientError>
                     "task {} {}",
                     text(&task, "id"),
                     text(&task, "status")
+                ));
+            }
+        }
+        TasksAction::Steer {
+            id,
+            text: said,
+            json,
+        } => {
+            let message = api.steer(&id, &said).await?;
+            if json {
+                print::json(&message);
+            } else {
+                say(&format!(
+                    "message {} sent to task {id}; the task takes it at its next step",
+                    message["seq"]
                 ));
             }
         }

@@ -202,6 +202,7 @@ pub fn recipe(method: &str, path: &str, task: uuid::Uuid, goal: &str) -> (String
     let body = match (method, path) {
         ("POST", "/v1/tasks") => Some(task_body(goal)),
         ("POST", "/v1/tasks/{id}/shadow") => Some(json!({"strategy": "v1"})),
+        ("POST", "/v1/tasks/{id}/messages") => Some(json!({"text": "use the EU region"})),
         ("PUT", "/v1/rollout") => Some(json!({"percent": 0})),
         ("POST", "/v1/tasks/{id}/cancel" | "/v1/tasks/{id}/stream-token" | "/v1/tools/refresh") => {
             None

@@ -291,6 +291,7 @@ pub async fn run_task(
             store: store.clone(),
             clock: Arc::new(SystemClock),
             stop: rx,
+            inbox: cairn::engine::Inbox::new(),
             meters: cairn::meters::Meters::new(),
         };
         let outcome = engine.run(ctx).await.expect("engine run");

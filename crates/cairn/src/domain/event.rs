@@ -56,6 +56,9 @@ pub mod kinds {
     pub const TASK_BUDGET_EXHAUSTED: &str = "task.budget_exhausted";
     /// `{previous_status}`: terminal; a client cancelled the task.
     pub const TASK_CANCELLED: &str = "task.cancelled";
+    /// `{message, kind, text, by?}`: a person sent the task a message (`POST
+    /// /v1/tasks/{id}/messages`); the engine takes it at its next durable point.
+    pub const TASK_MESSAGE: &str = "task.message";
     /// `{step, ...}`: one step of the test-only minimal engine.
     pub const ENGINE_STEP: &str = "engine.step";
     /// `{version}`: a plan version was written (store-level kind; the engine reports plan
@@ -128,7 +131,7 @@ pub mod kinds {
     pub const V1_LIST: &str = "v1.list";
 
     /// Every kind above.
-    pub const ALL: [&str; 33] = [
+    pub const ALL: [&str; 34] = [
         TASK_CREATED,
         TASK_CLAIMED,
         TASK_RELEASED,
@@ -137,6 +140,7 @@ pub mod kinds {
         TASK_FAILED,
         TASK_BUDGET_EXHAUSTED,
         TASK_CANCELLED,
+        TASK_MESSAGE,
         ENGINE_STEP,
         PLAN_VERSIONED,
         GATE_DECIDED,

@@ -18,6 +18,7 @@ pub mod gate;
 pub mod grounding;
 pub mod instant;
 pub mod ledger;
+pub mod message;
 pub mod plan;
 pub mod progress;
 pub mod repair;

@@ -60,6 +60,19 @@ impl TaskStatus {
     }
 }
 
+/// Characters that print as nothing: zero-width spaces and joiners, the word joiner, the byte
+/// order mark, the soft hyphen, the Mongolian vowel separator.
+pub const INVISIBLE: [char; 7] = [
+    '\u{200B}', '\u{200C}', '\u{200D}', '\u{2060}', '\u{FEFF}', '\u{00AD}', '\u{180E}',
+];
+
+/// A text with nothing a reader could see (a goal, a message): whitespace, control and
+/// invisible characters only.
+pub fn is_blank(text: &str) -> bool {
+    text.chars()
+        .all(|c| c.is_whitespace() || c.is_control() || INVISIBLE.contains(&c))
+}
+
 /// How a task is run. `auto` lets the gate (and the rollout) decide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -74,6 +87,12 @@ pub enum Strategy {
 }
 
 impl Strategy {
+    /// Whether a person's messages steer a task of this strategy: only cairn's planner takes
+    /// them (the baselines are the comparison and run as they were written).
+    pub fn takes_messages(self) -> bool {
+        matches!(self, Strategy::V2 | Strategy::Direct | Strategy::Auto)
+    }
+
     pub const ALL: [Strategy; 6] = [
         Strategy::Direct,
         Strategy::OneShot,

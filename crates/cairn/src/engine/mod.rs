@@ -49,6 +49,35 @@ pub enum StopSignal {
     LeaseLost,
 }
 
+/// Whether a person may have sent the task a message since the engine last looked. The worker
+/// rings it when the store announces a message for the task (at once in this process) and at
+/// every heartbeat (a message committed through another replica); the engine looks at the
+/// store only when it rang, so a step costs no extra read.
+#[derive(Debug, Clone)]
+pub struct Inbox(Arc<std::sync::atomic::AtomicBool>);
+
+impl Inbox {
+    /// Rung from the start: messages may have come while the task was queued.
+    pub fn new() -> Inbox {
+        Inbox(Arc::new(std::sync::atomic::AtomicBool::new(true)))
+    }
+
+    pub fn ring(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether it rang since the last look; the look silences it.
+    pub fn take(&self) -> bool {
+        self.0.swap(false, std::sync::atomic::Ordering::AcqRel)
+    }
+}
+
+impl Default for Inbox {
+    fn default() -> Self {
+        Inbox::new()
+    }
+}
+
 /// How a run ended when it did not fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunOutcome {
@@ -134,6 +163,8 @@ pub struct RunContext {
     pub store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,
     pub stop: watch::Receiver<StopSignal>,
+    /// Rings when a person may have sent the task a message ([`Inbox`]).
+    pub inbox: Inbox,
     /// Counts what each commit recorded (steps, repairs, gate decisions, the end).
     pub meters: Meters,
 }

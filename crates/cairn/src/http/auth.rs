@@ -157,6 +157,12 @@ pub const ACCESS: &[(&str, &str, Access)] = &[
     ),
     (
         "POST",
+        "/v1/tasks/{id}/messages",
+        Access::Scope(Scope::Submit),
+    ),
+    ("GET", "/v1/tasks/{id}/messages", Access::Scope(Scope::Read)),
+    (
+        "POST",
         "/v1/tasks/{id}/shadow",
         Access::Scope(Scope::Submit),
     ),

@@ -3,6 +3,7 @@
 //! generated from the very routes that serve requests and cannot drift from them.
 //!
 //! - [`tasks`]: submit (with `Idempotency-Key`), read, list (keyset pages), cancel;
+//! - [`messages`]: a person's messages to a running task (steering);
 //! - [`events`]: a task's events over SSE (replay, then live) or as a JSON page;
 //! - [`plans`]: immutable plan versions; [`plan_diff`]: what each version changed;
 //! - [`ledger`]: a task's budget ledger, derived from its entries;
@@ -32,6 +33,7 @@ pub mod idempotency;
 pub mod ledger;
 pub mod limits;
 pub mod limits_doc;
+pub mod messages;
 pub mod metrics;
 pub mod plain;
 pub mod plan_diff;

@@ -4,21 +4,52 @@
 //! Read-only on purpose: tools are registered in the registry file by operators, never through
 //! the API, so a goal submitter cannot point cairn at an arbitrary URL.
 
+use std::borrow::Cow;
+
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use utoipa::openapi::schema::Schema;
+use utoipa::openapi::{Ref, RefOr};
+use utoipa::{PartialSchema, ToSchema};
 
 use crate::http::AppState;
 use crate::tools::mcp::McpServerStatus;
 use crate::tools::{ToolSource, ToolSpec};
 
-/// One registered tool and where it comes from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+/// One registered tool and where it comes from. Its schema is [`ToolSpec`]'s with `source`
+/// added (see [`ListedTool::schema`]): the registry file refuses unknown fields, so a derived
+/// `allOf` of the two would refuse the `source` it lists.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ListedTool {
     #[serde(flatten)]
     pub spec: ToolSpec,
     pub source: ToolSource,
+}
+
+impl PartialSchema for ListedTool {
+    fn schema() -> RefOr<Schema> {
+        let mut schema = ToolSpec::schema();
+        if let RefOr::T(Schema::Object(object)) = &mut schema {
+            object.description = Some("One registered tool and where it comes from.".into());
+            object.properties.insert(
+                "source".into(),
+                RefOr::Ref(Ref::from_schema_name(ToolSource::name())),
+            );
+            object.required.push("source".into());
+        }
+        schema
+    }
+}
+
+impl ToSchema for ListedTool {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("ListedTool")
+    }
+
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        schemas.push((ToolSource::name().into_owned(), ToolSource::schema()));
+    }
 }
 
 /// Every registered tool, sorted by name, and the MCP servers the registry names.

@@ -45,6 +45,8 @@ mod node;
 pub use claim::ClaimParams;
 pub use fault::{RETRY_BUDGET, retry_transient};
 pub use node::{NodeLock, node_key};
+mod messages;
+pub use messages::{PostMessage, PostOutcome};
 mod migrations;
 pub mod postgres;
 mod records;
@@ -118,6 +120,9 @@ pub enum Wakeup {
     Events { task_id: TaskId, last_seq: i64 },
     /// A task became claimable (created, released or requeued).
     TaskRunnable,
+    /// A person sent `task_id` a message. Delivered in this process only: the worker running
+    /// the task on another replica finds the message at its next heartbeat.
+    Message { task_id: TaskId },
 }
 
 /// cairn's durable state. See the module docs for the rules every implementation follows.
@@ -194,6 +199,18 @@ pub trait Store: Send + Sync + 'static {
         by: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<CancelOutcome, StoreError>;
+
+    /// Commits a message to a queued or running task with a `task.message` event (numbered
+    /// after the task's earlier messages); refuses an ended task and one at `limit`.
+    async fn post_message(&self, post: PostMessage<'_>) -> Result<PostOutcome, StoreError>;
+
+    /// A task's messages numbered after `after`, in order.
+    async fn list_messages(
+        &self,
+        tenant_id: &str,
+        task_id: TaskId,
+        after: u32,
+    ) -> Result<Vec<crate::domain::message::TaskMessage>, StoreError>;
 
     // The reads below are scoped by tenant like the task reads: a task of another tenant has
     // no events, plan versions, ledger entries or artifacts.

@@ -21,7 +21,7 @@ use super::lease::{HeartbeatParams, spawn_heartbeat};
 use crate::clock::Clock;
 use crate::domain::event::{NewEvent, kinds};
 use crate::domain::task::{Strategy, TaskStatus};
-use crate::engine::{Engine, EngineError, RunContext, RunOutcome, StopSignal};
+use crate::engine::{Engine, EngineError, Inbox, RunContext, RunOutcome, StopSignal};
 use crate::meters::Meters;
 use crate::store::{Change, ClaimParams, Claimed, Commit, Store, Wakeup, retry_transient};
 
@@ -192,7 +192,7 @@ async fn idle_wait(shared: &Shared, wakeups: &mut broadcast::Receiver<Wakeup>) -
             _ = super::raised(&mut shutdown) => return false,
             hint = wakeups.recv(), if hints_open => match hint {
                 Ok(Wakeup::TaskRunnable) | Err(broadcast::error::RecvError::Lagged(_)) => return true,
-                Ok(Wakeup::Events { .. }) => {}
+                Ok(Wakeup::Events { .. } | Wakeup::Message { .. }) => {}
                 // No more hints will come; polling alone carries on.
                 Err(broadcast::error::RecvError::Closed) => hints_open = false,
             },
@@ -212,6 +212,7 @@ async fn run_claimed(shared: &Shared, claimed: Claimed) {
         StopSignal::Run
     };
     let (stop_tx, stop_rx) = watch::channel(initial);
+    let inbox = Inbox::new();
     let heartbeat = spawn_heartbeat(HeartbeatParams {
         store: params.store.clone(),
         clock: params.clock.clone(),
@@ -220,6 +221,8 @@ async fn run_claimed(shared: &Shared, claimed: Claimed) {
         every: params.heartbeat,
         shutdown: shared.shutdown.clone(),
         stop: stop_tx,
+        inbox: inbox.clone(),
+        hints: params.store.subscribe(),
     });
     let ctx = RunContext {
         task,
@@ -228,6 +231,7 @@ async fn run_claimed(shared: &Shared, claimed: Claimed) {
         store: params.store.clone(),
         clock: params.clock.clone(),
         stop: stop_rx,
+        inbox,
         meters: params.meters.clone(),
     };
     let engine = params.engine.clone();

@@ -211,6 +211,16 @@ impl RepairHistory {
     pub fn begin_replan_strategy(&mut self, replaced: Option<Fingerprint>) {
         self.replan_strategy += 1;
         self.failed_plans.extend(replaced);
+        self.fresh_milestones();
+    }
+
+    /// Starts a replan a person's message asked for: the new plan's milestones start with a
+    /// fresh ladder, as after L3, but the plan replaced did not fail and no L3 is used up.
+    pub fn begin_steering(&mut self) {
+        self.fresh_milestones();
+    }
+
+    fn fresh_milestones(&mut self) {
         for entry in self.milestones.values_mut() {
             entry.retry_step = 0;
             entry.replan_milestone = 0;

@@ -89,6 +89,8 @@ pub async fn run(cx: &Attempt) -> Result<RunOutcome, Halt> {
                 _ => RunOutcome::Yielded,
             });
         }
+        // The act loop has no plan to replace: a person's constraint joins its input.
+        super::steering::take(cx).await?;
         if let Some(step) = direct.next_step() {
             if direct.tool_calls >= cx.config.direct_max_tool_calls {
                 skip_pending(cx).await?;
@@ -128,7 +130,12 @@ async fn round(cx: &Attempt, direct: &DirectState, all_tools: &[String]) -> Resu
     // The goal and the tools first, then the calls so far as a conversation, then where the
     // loop stands: the earlier messages stay the same from round to round (a server's prompt
     // cache keeps them).
-    let input = json!({"goal": cx.task().goal, "tools": cx.tool_schemas(all_tools)});
+    let mut input = json!({"goal": cx.task().goal, "tools": cx.tool_schemas(all_tools)});
+    let raised = cx.journal.read(|s| s.ladder.constraints.clone()).await;
+    if !raised.is_empty() {
+        let said: Vec<&str> = raised.iter().map(|c| c.text.as_str()).collect();
+        input["constraints"] = json!(said);
+    }
     let mut turns = turns::of_observations(&direct.observations, CallShape::Steps);
     turns.push(Turn::engine(json!({
         "tool_calls_left": cx.config.direct_max_tool_calls.saturating_sub(direct.tool_calls),

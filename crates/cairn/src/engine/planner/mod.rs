@@ -42,6 +42,7 @@ pub mod repair;
 pub mod report;
 pub mod runner;
 pub mod schedule;
+pub mod steering;
 pub mod strategic;
 pub mod tactical;
 pub mod verifier;
@@ -124,7 +125,11 @@ async fn drive(cx: Arc<Attempt>) -> Result<RunOutcome, Halt> {
         return report::finish(&cx, ending).await;
     }
     let planned = match cx.journal.read(|s| s.plan.is_none()).await {
-        true => Some(strategic::plan(&cx, None).await?),
+        true => {
+            // A message sent while the task waited is known to its first plan: no replan.
+            steering::take(&cx).await?;
+            Some(strategic::plan(&cx, None).await?)
+        }
         false => None,
     };
     if planned == Some(strategic::Strategic::NothingToPlan) {
@@ -175,7 +180,8 @@ async fn verify(cx: &Attempt) -> Result<Option<Ending>, Halt> {
         )
         .at(verdict.seq);
         if replan_allowed(cx).await {
-            return schedule::replan_strategy(cx, &failure, None).await;
+            return schedule::replan_strategy(cx, &failure, None, schedule::ReplanCause::Ladder)
+                .await;
         }
         return Ok(Some(Ending {
             cause: None,

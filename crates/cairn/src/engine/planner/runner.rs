@@ -35,6 +35,9 @@ pub enum MilestoneEnd {
     },
     /// The ladder asks for a new strategy (L3).
     ReplanStrategy(Failure),
+    /// A person's message raised a constraint the plan did not know: a new strategy that uses
+    /// up none of the ladder's.
+    Steered(Failure),
     /// Stopped at a durable point (shutdown, lease lost, or another milestone's outcome).
     Stopped,
 }
@@ -64,6 +67,9 @@ pub async fn run(cx: &Attempt, milestone_id: &str, resumed: bool) -> Result<Mile
     loop {
         if cx.stopping() {
             return Ok(MilestoneEnd::Stopped);
+        }
+        if let Some(failure) = super::steering::take(cx).await? {
+            return Ok(MilestoneEnd::Steered(failure));
         }
         match ensure_steps(cx, milestone_id).await? {
             Turn::Next => {}

@@ -43,7 +43,14 @@ struct Schedule {
     /// The first outcome that ends the phase.
     verdict: Option<Result<Flow, Halt>>,
     /// The first L3 request, with the milestone that made it.
-    replan: Option<(Failure, String)>,
+    replan: Option<Replan>,
+}
+
+/// An L3 request: a failure the ladder sent up, or a person's constraint.
+struct Replan {
+    failure: Failure,
+    milestone: String,
+    steered: bool,
 }
 
 /// Runs ready milestones (independent ones in parallel, at most `max_parallel`) until all are
@@ -162,17 +169,23 @@ impl Schedule {
                 let ending = exhausted(cx, &id, unit).await;
                 self.verdict.get_or_insert(Ok(Flow::Ended(ending)));
             }
-            Ok(MilestoneEnd::ReplanStrategy(failure)) => {
-                cx.halt.store(true, Ordering::SeqCst);
-                if self.replan.is_none() {
-                    self.replan = Some((failure, id));
-                }
-            }
+            Ok(MilestoneEnd::ReplanStrategy(failure)) => self.replan(cx, failure, id, false),
+            Ok(MilestoneEnd::Steered(failure)) => self.replan(cx, failure, id, true),
             Err(halt) => {
                 cx.halt.store(true, Ordering::SeqCst);
                 self.verdict = Some(Err(halt));
             }
         }
+    }
+
+    /// Keeps the first L3 request and stops the other runners for it.
+    fn replan(&mut self, cx: &Attempt, failure: Failure, milestone: String, steered: bool) {
+        cx.halt.store(true, Ordering::SeqCst);
+        self.replan.get_or_insert(Replan {
+            failure,
+            milestone,
+            steered,
+        });
     }
 
     /// Once no runner is left: the verdict, else an L3 replan (`None`: schedule the new plan),
@@ -194,12 +207,20 @@ impl Schedule {
             }
             return verdict.map(Some);
         }
-        if let Some((failure, id)) = self.replan.take() {
+        if let Some(replan) = self.replan.take() {
             cx.halt.store(false, Ordering::SeqCst);
-            if let Some(ending) = met_early(cx, &id, &failure.detail).await? {
+            let (failure, id) = (&replan.failure, replan.milestone.as_str());
+            // A person asked for a change: what ran so far is not the answer they want.
+            if !replan.steered
+                && let Some(ending) = met_early(cx, id, &failure.detail).await?
+            {
                 return Ok(Some(Flow::Ended(ending)));
             }
-            if let Some(ending) = replan_strategy(cx, &failure, Some(&id)).await? {
+            let cause = match replan.steered {
+                true => ReplanCause::Steered,
+                false => ReplanCause::Ladder,
+            };
+            if let Some(ending) = replan_strategy(cx, failure, Some(id), cause).await? {
                 return Ok(Some(Flow::Ended(ending)));
             }
             self.resumed.clear();
@@ -279,14 +300,29 @@ async fn exhausted(cx: &Attempt, id: &str, unit: Unit) -> Ending {
     }
 }
 
+/// Who asks for a new strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplanCause {
+    /// The repair ladder (or the goal verifier): it uses up one of `max_replan_strategy`.
+    Ladder,
+    /// A person's message: counted apart (`steering_replans`), the ladder's L3 stays available.
+    Steered,
+}
+
 /// L3: a new plan version that keeps finished work. `Some(ending)` when none could be made.
 pub async fn replan_strategy(
     cx: &Attempt,
     failure: &Failure,
     milestone: Option<&str>,
+    cause: ReplanCause,
 ) -> Result<Option<Ending>, Halt> {
     cx.journal
         .record(|state| {
+            if cause == ReplanCause::Steered {
+                state.steering_replans += 1;
+                state.ladder.begin_steering();
+                return Ok((Record::default(), ()));
+            }
             state.strategy_replans += 1;
             // The replaced plan failed, unless a new constraint (not the plan) asked for it.
             let replaced = (failure.reason != ReplanReason::NewConstraint)

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::domain::task::{Budget, BudgetRequest, NewTask, Strategy, Task, TaskStatus};
+use crate::domain::task::{Budget, BudgetRequest, NewTask, Strategy, Task, TaskStatus, is_blank};
 use crate::engine::runtime::progress::progress_of;
 use crate::http::AppState;
 use crate::http::auth::Principal;
@@ -26,18 +26,6 @@ use crate::http::{cursor, idempotency};
 use crate::store::{CancelOutcome, IdempotencyClaim, TaskQuery};
 
 mod tools;
-
-/// Characters that print as nothing: zero-width spaces and joiners, the word joiner, the byte
-/// order mark, the soft hyphen, the Mongolian vowel separator.
-const INVISIBLE: [char; 7] = [
-    '\u{200B}', '\u{200C}', '\u{200D}', '\u{2060}', '\u{FEFF}', '\u{00AD}', '\u{180E}',
-];
-
-/// A goal with nothing a reader could see: whitespace, control and invisible characters only.
-fn is_blank(goal: &str) -> bool {
-    goal.chars()
-        .all(|c| c.is_whitespace() || c.is_control() || INVISIBLE.contains(&c))
-}
 
 /// Longest accepted goal, in characters (Unicode scalar values, what JSON Schema's `maxLength`
 /// counts); at most 32 KiB of UTF-8.
@@ -57,7 +45,7 @@ pub struct CreateTaskRequest {
     // one character [`is_blank`] does not skip. The skipped ones are spelled out, since regex
     // engines disagree on `\s`: the controls and space (`\x00-\x20`, `\x7F-\x9F`), the rest of
     // Unicode White_Space (`\xA0`, `\u1680`, `\u2000-\u200A`, `\u2028`, `\u2029`, `\u202F`,
-    // `\u205F`, `\u3000`) and [`INVISIBLE`]. tests/api_fuzz.rs checks that the two agree.
+    // `\u205F`, `\u3000`) and `domain::task::INVISIBLE`. tests/api_fuzz.rs checks that the two agree.
     #[schema(
         min_length = 1,
         max_length = 8192,

@@ -44,6 +44,7 @@ mod group;
 mod history;
 mod keys;
 mod lease;
+mod messages;
 mod notify;
 mod outbox;
 mod rows;
@@ -215,6 +216,19 @@ impl Store for PgStore {
         now: DateTime<Utc>,
     ) -> Result<CancelOutcome, StoreError> {
         tasks::cancel(&self.pool, &self.hints, tenant_id, id, by, now).await
+    }
+
+    async fn post_message(&self, post: PostMessage<'_>) -> Result<PostOutcome, StoreError> {
+        messages::post(&self.pool, &self.hints, post).await
+    }
+
+    async fn list_messages(
+        &self,
+        tenant_id: &str,
+        task_id: TaskId,
+        after: u32,
+    ) -> Result<Vec<crate::domain::message::TaskMessage>, StoreError> {
+        messages::list(&self.pool, tenant_id, task_id, after).await
     }
 
     async fn list_events(

@@ -108,6 +108,8 @@ impl Outbox {
                         *seq = (*seq).max(last_seq);
                     }
                     Wakeup::TaskRunnable => pending.runnable = true,
+                    // In process only (the other replicas' workers look at each heartbeat).
+                    Wakeup::Message { .. } => {}
                 }
             }
         });

@@ -51,6 +51,11 @@ const MIGRATIONS: Embedded = &[
         "a task's tools",
         include_str!("../../../../../migrations/postgres/0008_task_tools.sql"),
     ),
+    (
+        9,
+        "messages to a task",
+        include_str!("../../../../../migrations/postgres/0009_task_messages.sql"),
+    ),
 ];
 
 pub(super) fn migrator() -> Migrator {

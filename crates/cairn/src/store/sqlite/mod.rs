@@ -45,6 +45,7 @@ mod commit;
 mod history;
 mod keys;
 mod lease;
+mod messages;
 mod rows;
 mod schema;
 mod tasks;
@@ -169,6 +170,22 @@ impl Store for SqliteStore {
         now: DateTime<Utc>,
     ) -> Result<CancelOutcome, StoreError> {
         self.cancel_task_tx(tenant_id, id, by, now).await
+    }
+
+    async fn post_message(
+        &self,
+        post: super::PostMessage<'_>,
+    ) -> Result<super::PostOutcome, StoreError> {
+        self.post_message_tx(post).await
+    }
+
+    async fn list_messages(
+        &self,
+        tenant_id: &str,
+        task_id: TaskId,
+        after: u32,
+    ) -> Result<Vec<crate::domain::message::TaskMessage>, StoreError> {
+        self.list_message_rows(tenant_id, task_id, after).await
     }
 
     async fn list_events(

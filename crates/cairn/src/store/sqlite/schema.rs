@@ -27,6 +27,11 @@ const MIGRATIONS: Embedded = &[
         "a task's tools",
         include_str!("../../../../../migrations/sqlite/0004_task_tools.sql"),
     ),
+    (
+        5,
+        "messages to a task",
+        include_str!("../../../../../migrations/sqlite/0005_task_messages.sql"),
+    ),
 ];
 
 pub(super) fn migrator() -> Migrator {

@@ -21,7 +21,7 @@ use crate::domain::plan::fingerprint::{Fingerprint, of_plan};
 use crate::domain::plan::known::KnownTools;
 use crate::domain::plan::validate::{carry_over, validate};
 use crate::domain::plan::{MilestoneStatus, Plan, StepStatus};
-use crate::domain::repair::ProposalVerdict;
+use crate::domain::repair::{ProposalVerdict, ReplanReason};
 use crate::domain::report::Cause;
 use crate::engine::Halt;
 use crate::engine::runtime::attempt::Question;
@@ -121,10 +121,7 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
             checked: &checked,
             proposal: asked.reply.as_ref().ok().map(|r| r.value.clone()),
             repeated: repeated.is_some(),
-            reason: match (&replan, snapshot.plan_version) {
-                (None, 0) => "initial",
-                _ => "replan_strategy",
-            },
+            reason: version_reason(replan.as_ref(), snapshot.plan_version),
             cause: replan.as_ref().and_then(|r| r.failure.seq),
             replanned: replan.as_ref().and_then(|r| r.milestone),
         };
@@ -155,6 +152,18 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
         },
         cause,
     })
+}
+
+/// The reason a new plan version is written with.
+fn version_reason(replan: Option<&Replan<'_>>, version: i32) -> &'static str {
+    match (replan, version) {
+        (None, 0) => "initial",
+        // A new constraint (a tool's or a person's) is not a failure of the plan.
+        (Some(replan), _) if replan.failure.reason == ReplanReason::NewConstraint => {
+            "new_constraint"
+        }
+        _ => "replan_strategy",
+    }
 }
 
 /// Commits a declined first plan: the goal needs no plan and goes to the direct path.

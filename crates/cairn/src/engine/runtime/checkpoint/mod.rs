@@ -205,6 +205,12 @@ pub struct TaskState {
     pub ladder: RepairHistory,
     pub strategic_calls: u32,
     pub strategy_replans: u32,
+    /// The number of the last message a person sent the task that the engine took.
+    #[serde(default)]
+    pub messages_seen: u32,
+    /// Replans a person's message asked for; they use up none of the failure ladder's.
+    #[serde(default)]
+    pub steering_replans: u32,
     /// State of the direct act loop, when the gate chose it.
     pub direct: Option<Value>,
 }
