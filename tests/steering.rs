@@ -121,6 +121,43 @@ async fn steered(stack: Stack) {
     stack.stop().await;
 }
 
+/// Measured live on the 1.5B model: a step list written just before a person's "no note to B's
+/// owner" was carried into the new plan version and wrote that note. Now the steps a carried
+/// milestone had not run are written again, by a planner shown the constraint.
+#[tokio::test]
+async fn steps_written_before_a_message_are_written_again_not_run() {
+    let stack = Stack::start("steering_in_flight.json").await;
+    let id = stack
+        .submit(
+            "Write a note to the owners of services A and B",
+            "v2",
+            100_000,
+        )
+        .await;
+    // The note to A's owner takes 1.5 s: the message arrives while it is being written.
+    wait_for(&stack, &id, "milestone.steps_planned", "m1").await;
+    let said = json!({"text": "only the owner of service A gets a note"});
+    let (status, message) = post_message(&stack, &id, &said).await;
+    assert_eq!(status, 202, "{message}");
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    let notes: Vec<Value> = stack
+        .events_of(&id, "step.finished")
+        .await
+        .into_iter()
+        .filter(|s| s["tool"] == "write_note")
+        .map(|s| s["args"]["to"].clone())
+        .collect();
+    assert_eq!(notes, [json!("Priya Raman")], "no note to B's owner");
+    let (_, second) = stack.get(&format!("/v1/tasks/{id}/plans/2")).await;
+    assert_eq!(second["reason"], "new_constraint", "{second:#}");
+    let planned = stack.events_of(&id, "milestone.steps_planned").await;
+    assert_eq!(planned.len(), 2, "{planned:#?}");
+    assert_eq!(planned[1]["continued"], true, "{planned:#?}");
+    assert_eq!(stack.sim.stats().tools["write_note"].calls, 1);
+    stack.stop().await;
+}
+
 #[tokio::test]
 async fn bad_messages_are_refused_in_plain_words_and_write_nothing() {
     let stack = Stack::start("steering.json").await;

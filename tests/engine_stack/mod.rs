@@ -49,19 +49,29 @@ pub struct Stack {
 impl Stack {
     /// Starts everything for the scenario file `scenarios/<file>` on a temp SQLite file.
     pub async fn start(scenario: &str) -> Stack {
+        Self::start_with(scenario, EngineSettings::default()).await
+    }
+
+    /// [`Stack::start`] with the engine's settings.
+    pub async fn start_with(scenario: &str, settings: EngineSettings) -> Stack {
         let db = TestSqlite::create();
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&db.path).await.expect("sqlite"));
-        Self::start_on(scenario, Db::Sqlite(db), store).await
+        Self::start_on(scenario, Db::Sqlite(db), store, settings).await
     }
 
     /// The same stack on a fresh Postgres database.
     pub async fn start_pg(scenario: &str) -> Stack {
         let db = TestPg::create().await;
         let store: Arc<dyn Store> = Arc::new(PgStore::connect(&db.url, 8).await.expect("pg"));
-        Self::start_on(scenario, Db::Postgres(db), store).await
+        Self::start_on(scenario, Db::Postgres(db), store, EngineSettings::default()).await
     }
 
-    async fn start_on(scenario: &str, db: Db, store: Arc<dyn Store>) -> Stack {
+    async fn start_on(
+        scenario: &str,
+        db: Db,
+        store: Arc<dyn Store>,
+        settings: EngineSettings,
+    ) -> Stack {
         store.migrate().await.expect("migrate");
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("scenarios")
@@ -89,7 +99,7 @@ impl Stack {
                 inner: Arc::new(ClientTools::new(tools)),
                 meters: meters.clone(),
             }),
-            EngineSettings::default(),
+            settings,
         ));
         let config = Config {
             poll_interval_ms: 100,

@@ -56,8 +56,8 @@ pub mod kinds {
     pub const TASK_BUDGET_EXHAUSTED: &str = "task.budget_exhausted";
     /// `{previous_status}`: terminal; a client cancelled the task.
     pub const TASK_CANCELLED: &str = "task.cancelled";
-    /// `{message, kind, text, by?}`: a person sent the task a message (`POST
-    /// /v1/tasks/{id}/messages`); the engine takes it at its next durable point.
+    /// `{message, kind, text, by?}`: the engine took a message a person sent the task (`POST
+    /// /v1/tasks/{id}/messages`), at its next durable point after the message came.
     pub const TASK_MESSAGE: &str = "task.message";
     /// `{step, ...}`: one step of the test-only minimal engine.
     pub const ENGINE_STEP: &str = "engine.step";

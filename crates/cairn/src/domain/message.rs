@@ -1,8 +1,8 @@
 //! Messages to a running task: a person steering it without restarting it.
 //!
-//! A message is committed by the API (`POST /v1/tasks/{id}/messages`) with a `task.message`
-//! event, and the engine takes it at its next durable point: a constraint is raised as a
-//! person's (`plan.constraint_raised`), and a plan that did not know it is replanned with reason
+//! A message is committed by the API (`POST /v1/tasks/{id}/messages`), and the engine takes it
+//! at its next durable point (`task.message`): a constraint is raised as a person's
+//! (`plan.constraint_raised`), and a plan that did not know it is replanned with reason
 //! `new_constraint`, keeping finished work. Messages are numbered per task from 1; the engine
 //! keeps the number of the last one it took in its checkpoint, so a crash between the two loses
 //! none and applies none twice.

@@ -32,7 +32,7 @@ pub struct MessageList {
     params(("id" = uuid::Uuid, Path, description = "The task id.")),
     request_body = MessageRequest,
     responses(
-        (status = 202, description = "The message is committed (with a `task.message` event); the engine takes it at its next durable point.", body = TaskMessage),
+        (status = 202, description = "The message is committed; the engine takes it at its next durable point (a `task.message` event).", body = TaskMessage),
         (status = 400, description = "The id is not a UUID, or malformed JSON.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task.", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The task has ended, its strategy takes no messages, or it holds the most messages a task takes.", body = Problem, content_type = "application/problem+json"),

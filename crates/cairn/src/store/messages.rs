@@ -1,13 +1,13 @@
 //! Messages to a task as both backends store them: what a post asks, how it can end, and the
-//! rules they share (who may post, the `task.message` event).
+//! rules they share. A post writes no event: the task's events are the engine's under its
+//! lease (a foreign event would move the seqs it hands out for links), so the engine records
+//! `task.message` when it takes the message.
 
 use std::ops::ControlFlow;
 
 use chrono::{DateTime, Utc};
-use serde_json::{Value, json};
 
 use super::Wakeup;
-use crate::domain::event::kinds;
 use crate::domain::message::{MessageKind, TaskMessage};
 use crate::domain::task::{Task, TaskId, TaskStatus};
 
@@ -21,7 +21,7 @@ pub struct PostMessage<'a> {
     pub text: &'a str,
     /// The API key that sends it.
     pub author: Option<&'a str>,
-    /// Most messages one task takes (the operator's `max_task_messages`).
+    /// Most messages one task takes (`domain::message::MAX_TASK_MESSAGES`).
     pub limit: u32,
     pub now: DateTime<Utc>,
 }
@@ -34,7 +34,7 @@ pub enum PostOutcome {
     Finished(TaskStatus),
     /// The task already holds `limit` messages; nothing was written.
     Full { limit: u32 },
-    /// Committed, with its `task.message` event.
+    /// Committed; the engine takes it at its next durable point.
     Posted(TaskMessage),
 }
 
@@ -54,24 +54,9 @@ pub(crate) fn postable(
     }
 }
 
-/// The kind of the event a post records.
-pub(crate) const MESSAGE_EVENT: &str = kinds::TASK_MESSAGE;
-
-/// The data of the `task.message` event.
-pub(crate) fn message_event(message: &TaskMessage) -> Value {
-    let mut data = json!({"message": message.seq, "kind": message.kind, "text": message.text});
-    if let (Some(by), Some(object)) = (&message.author, data.as_object_mut()) {
-        object.insert("by".into(), Value::String(by.clone()));
-    }
-    data
-}
-
-/// The hints after a post: its one event, and the message for the worker running the task.
-pub(crate) fn posted_wakeups(task_id: TaskId, last_seq: i64) -> Vec<Wakeup> {
-    vec![
-        Wakeup::Events { task_id, last_seq },
-        Wakeup::Message { task_id },
-    ]
+/// The hint after a post, for the worker running the task.
+pub(crate) fn posted_wakeups(task_id: TaskId) -> Vec<Wakeup> {
+    vec![Wakeup::Message { task_id }]
 }
 
 /// A stored message's kind, or a clear error for one this version does not know.

@@ -200,8 +200,9 @@ pub trait Store: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> Result<CancelOutcome, StoreError>;
 
-    /// Commits a message to a queued or running task with a `task.message` event (numbered
-    /// after the task's earlier messages); refuses an ended task and one at `limit`.
+    /// Commits a message to a queued or running task (numbered after the task's earlier
+    /// messages); refuses an ended task and one at `limit`. Writes no event: the engine
+    /// records `task.message` when it takes the message.
     async fn post_message(&self, post: PostMessage<'_>) -> Result<PostOutcome, StoreError>;
 
     /// A task's messages numbered after `after`, in order.

@@ -314,6 +314,8 @@ pub struct Ledger {
     books: PerUnit<UnitBook>,
 }
 
+mod lend;
+pub use lend::Lenders;
 mod ops;
 
 mod reads;

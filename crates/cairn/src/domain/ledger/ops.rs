@@ -171,7 +171,7 @@ impl Ledger {
         Ok(())
     }
 
-    fn charge_inner(
+    pub(super) fn charge_inner(
         &mut self,
         milestone: &str,
         usage: PerUnit<u64>,
@@ -343,7 +343,7 @@ impl Ledger {
 
     /// Runs an operation that applies several movements; if any fails, none stays applied, so
     /// the live books never hold movements the caller was not given to persist.
-    fn atomically<T>(
+    pub(super) fn atomically<T>(
         &mut self,
         op: impl FnOnce(&mut Ledger) -> Result<T, LedgerError>,
     ) -> Result<T, LedgerError> {

@@ -73,8 +73,6 @@ pub enum PlanError {
         /// What the milestone's tools declare they produce.
         produced: Vec<String>,
     },
-    #[error("finished milestone {milestone} was dropped; keep it unchanged in the new plan")]
-    DroppedDoneMilestone { milestone: String },
     #[error(
         "finished milestone {milestone} changed its {field}; keep it unchanged in the new plan"
     )]

@@ -84,10 +84,12 @@ impl V2Engine {
 #[async_trait]
 impl Engine for V2Engine {
     async fn run(&self, ctx: RunContext) -> Result<RunOutcome, EngineError> {
-        let state = match TaskState::resume(ctx.state.as_ref(), EngineKind::V2) {
+        let mut state = match TaskState::resume(ctx.state.as_ref(), EngineKind::V2) {
             Ok(state) => state,
             Err(error) => return Err(error),
         };
+        // How this attempt schedules milestones, whatever an earlier attempt's did.
+        state.sequential = self.config.max_parallel <= 1;
         let specs = ctx.offered_tools(self.tools.specs());
         let cx = Arc::new(Attempt {
             journal: Journal::new(ctx, state),

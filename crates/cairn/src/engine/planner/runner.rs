@@ -76,6 +76,11 @@ pub async fn run(cx: &Attempt, milestone_id: &str, resumed: bool) -> Result<Mile
             Turn::Again => continue,
             Turn::End(end) => return Ok(end),
         }
+        // A committed step list is a durable point: a sibling's replan (or a person's message)
+        // that came while it was written stops it before its first step runs.
+        if cx.stopping() {
+            return Ok(MilestoneEnd::Stopped);
+        }
         let outcome = executor::run_next_step(cx, milestone_id).await?;
         match after_step(cx, milestone_id, outcome).await? {
             Turn::End(end) => return Ok(end),

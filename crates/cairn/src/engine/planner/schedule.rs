@@ -220,7 +220,10 @@ impl Schedule {
                 true => ReplanCause::Steered,
                 false => ReplanCause::Ladder,
             };
-            if let Some(ending) = replan_strategy(cx, failure, Some(id), cause).await? {
+            // The milestone that took a person's message did not fail: it is carried like any
+            // other running milestone, not re-planned.
+            let failed = (!replan.steered).then_some(id);
+            if let Some(ending) = replan_strategy(cx, failure, failed, cause).await? {
                 return Ok(Some(Flow::Ended(ending)));
             }
             self.resumed.clear();

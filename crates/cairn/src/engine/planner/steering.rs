@@ -1,12 +1,16 @@
 //! A person's messages to a running task, taken at durable points: before the first plan, at
 //! the top of every milestone's loop, and between rounds of the act loop.
 //!
-//! Each message is raised as a person's constraint (`plan.constraint_raised`) in one commit that
-//! also moves the checkpoint's `messages_seen` past it, so a crash before that commit takes the
+//! Each message is recorded (`task.message`) and raised as a person's constraint
+//! (`plan.constraint_raised`) in one commit that also moves the checkpoint's `messages_seen` past
+//! it, so a crash before that commit takes the
 //! message again and one after it never twice. A constraint the plan in force did not know asks
 //! for a new plan version with reason `new_constraint`: an L3 that keeps finished work but uses
 //! up none of the failure ladder's strategy replans (the messages a task takes bound these).
 
+use serde_json::{Value, json};
+
+use crate::domain::event::kinds::TASK_MESSAGE;
 use crate::domain::message::TaskMessage;
 use crate::domain::repair::{Constraint, ConstraintSource};
 use crate::engine::Halt;
@@ -46,6 +50,7 @@ pub async fn take(cx: &Attempt) -> Result<Option<Failure>, Halt> {
             let seen = state.messages_seen;
             for message in messages.iter().filter(|m| m.seq > seen) {
                 state.messages_seen = message.seq;
+                record.push(TASK_MESSAGE, taken(message));
                 // Its `plan.constraint_raised` is the record's next event.
                 let at = record.events.len();
                 let failure =
@@ -58,6 +63,15 @@ pub async fn take(cx: &Attempt) -> Result<Option<Failure>, Halt> {
     // The new plan version names the event that caused it.
     let offset = |at: usize| i64::try_from(at).unwrap_or(0);
     Ok(raised.map(|(failure, at)| failure.at(applied.first_seq + offset(at))))
+}
+
+/// The `task.message` event's data.
+fn taken(message: &TaskMessage) -> Value {
+    let mut data = json!({"message": message.seq, "kind": message.kind, "text": message.text});
+    if let Some(by) = &message.author {
+        data["by"] = json!(by);
+    }
+    data
 }
 
 fn constraint(message: &TaskMessage) -> Constraint {

@@ -9,7 +9,9 @@
 //! call. A goal with a named target no call touched is not met, whatever a model would say, and
 //! the model is not asked (`evidence: "programmatic"`). Free text does not touch a target: a
 //! note's body that says "service A" acts on no service A (the real 1.5B model wrote such a note
-//! to the wrong owner), so message-like fields and sentences are not read for targets.
+//! to the wrong owner), so message-like fields and sentences are not read for targets. Once a
+//! person's constraint was raised (steering), the goal may have been narrowed and the rule gives
+//! way to the model, which is shown every raised constraint.
 
 use serde_json::{Value, json};
 
@@ -17,6 +19,7 @@ use crate::domain::event::kinds::VERIFIER_DECIDED;
 use crate::domain::gate::goal_targets;
 use crate::domain::plan::check::{Check, parse_verdict};
 use crate::domain::plan::{MilestoneStatus, StepStatus};
+use crate::domain::repair::ConstraintSource;
 use crate::engine::Halt;
 use crate::engine::runtime::attempt::Question;
 use crate::engine::runtime::attempt::{Attempt, brief};
@@ -41,16 +44,32 @@ pub async fn verify_goal(
 ) -> Result<Verdict, Halt> {
     let snapshot = cx.journal.snapshot().await;
     let attempt = snapshot.metrics.repairs_replan_strategy + 1;
+    // The targets are read from the goal as it was submitted; a person's constraint may have
+    // narrowed it since ("only service A"), which no rule over the goal's words can know.
+    let narrowed = snapshot
+        .ladder
+        .constraints
+        .iter()
+        .any(|c| matches!(c.source, ConstraintSource::Person { .. }));
     let untouched = untouched_targets(&cx.task().goal, &snapshot);
-    if !untouched.is_empty() {
+    if !untouched.is_empty() && !narrowed {
         return programmatic_fail(cx, &untouched, attempt).await;
     }
-    let input = json!({
+    let mut input = json!({
         "goal": cx.task().goal,
         "plan": snapshot.plan,
         "artifacts": brief(&json!(snapshot.artifacts), 12000),
         "evidence": evidence,
     });
+    if !snapshot.ladder.constraints.is_empty() {
+        let raised: Vec<&str> = snapshot
+            .ladder
+            .constraints
+            .iter()
+            .map(|c| c.text.as_str())
+            .collect();
+        input["constraints"] = json!(raised);
+    }
     let asked = cx
         .ask(Question {
             purpose: Purpose::Verifier,

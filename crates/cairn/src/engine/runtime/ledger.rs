@@ -8,7 +8,9 @@
 //! when the books open ([`Ledger::open`]) the allocation is made (the reserve's share, the rest by
 //! effort: in the worked example of docs/scenarios.md a 40,000 reserve, 22,857 and 45,714 x3) and
 //! the reserve pays that pre-plan spend first. After the allocation, overhead (the goal verifier,
-//! L3 replans) is drawn from the reserve too. Spend nothing in the budget covers is [`overdrawn`]:
+//! L3 replans) is drawn from the reserve too. When milestones run one at a time, a charge the
+//! reserve cannot cover borrows the waiting milestones' idle wall time first
+//! ([`Lenders`]). Spend nothing in the budget covers is [`overdrawn`]:
 //! the engine stops the task as `budget_exhausted`.
 
 use serde_json::{Value, json};
@@ -16,8 +18,9 @@ use serde_json::{Value, json};
 use super::checkpoint::{Record, Spend, TaskState};
 use crate::domain::event::kinds;
 use crate::domain::ledger::{
-    Ledger, LedgerError, LedgerMovement, LedgerPolicy, MovementKind, PerUnit, Unit,
+    Ledger, LedgerError, LedgerMovement, LedgerPolicy, Lenders, MovementKind, PerUnit, Unit,
 };
+use crate::domain::plan::MilestoneStatus;
 use crate::domain::task::Budget;
 use crate::engine::{EngineError, Halt};
 use crate::store::NewLedgerEntry;
@@ -130,9 +133,20 @@ pub fn charge(
     record: &mut Record,
 ) -> Result<Option<Charged>, Halt> {
     let usage = usage(spend);
+    let waiting = milestone.map(|m| waiting(state, m)).unwrap_or_default();
     match (milestone, state.ledger.as_mut()) {
         (Some(milestone), Some(ledger)) => {
-            let outcome = ledger.charge(milestone, usage).map_err(ledger_error)?;
+            let outcome = match state.sequential {
+                true => {
+                    let lenders = Lenders {
+                        unit: Unit::WallMs,
+                        waiting: &waiting,
+                    };
+                    ledger.charge_lending(milestone, usage, lenders)
+                }
+                false => ledger.charge(milestone, usage),
+            }
+            .map_err(ledger_error)?;
             state.run_mut(milestone).spend.add(spend);
             persist(&outcome.movements, source, record);
             let fraction = Unit::ALL
@@ -172,6 +186,21 @@ pub fn charge(
             Ok(None)
         }
     }
+}
+
+/// The milestones of the plan in force waiting to start, in plan order, `charged` aside: what
+/// they hold of the wall time is idle while milestones run one at a time.
+fn waiting(state: &TaskState, charged: &str) -> Vec<String> {
+    if !state.sequential {
+        return Vec::new();
+    }
+    state
+        .plan
+        .iter()
+        .flat_map(|p| p.milestones.iter())
+        .filter(|m| m.status == MilestoneStatus::Pending && m.id != charged)
+        .map(|m| m.id.clone())
+        .collect()
 }
 
 /// Largest fraction of its allocation `milestone` has used, over the three units.

@@ -1,6 +1,5 @@
-//! Messages to a task on Postgres: one transaction takes the task's row lock, numbers the
-//! message after the task's earlier ones, and appends its `task.message` event at the task's
-//! next `seq` (the same lock a worker's commit takes, so seqs stay dense).
+//! Messages to a task on Postgres: one transaction takes the task's row lock (so a message and
+//! the task's end cannot cross) and numbers the message after the task's earlier ones.
 
 use std::ops::ControlFlow;
 
@@ -56,26 +55,8 @@ pub(super) async fn post(
     .bind(post.now)
     .execute(&mut *tx)
     .await?;
-    let last_seq: i64 = sqlx::query_scalar(
-        "UPDATE tasks SET last_seq = last_seq + 1, updated_at = $2 WHERE id = $1 \
-         RETURNING last_seq",
-    )
-    .bind(post.task_id)
-    .bind(post.now)
-    .fetch_one(&mut *tx)
-    .await?;
-    sqlx::query(
-        "INSERT INTO events (task_id, seq, kind, data, created_at) VALUES ($1, $2, $3, $4, $5)",
-    )
-    .bind(post.task_id)
-    .bind(last_seq)
-    .bind(messages::MESSAGE_EVENT)
-    .bind(messages::message_event(&message).to_string())
-    .bind(post.now)
-    .execute(&mut *tx)
-    .await?;
     tx.commit().await?;
-    hints.publish(messages::posted_wakeups(post.task_id, last_seq));
+    hints.publish(messages::posted_wakeups(post.task_id));
     Ok(PostOutcome::Posted(message))
 }
 

@@ -1,12 +1,11 @@
 //! Messages to a task on SQLite: one `BEGIN IMMEDIATE` transaction numbers the message after
-//! the task's earlier ones and appends its `task.message` event at the task's next `seq`.
+//! the task's earlier ones.
 
 use std::ops::ControlFlow;
 
 use sqlx::Row;
 
 use super::SqliteStore;
-use super::history::append_event;
 use super::rows::{from_millis, id_text, millis, task_columns, task_from_row};
 use crate::domain::message::TaskMessage;
 use crate::domain::task::TaskId;
@@ -58,26 +57,8 @@ impl SqliteStore {
         .bind(now_ms)
         .execute(&mut *tx)
         .await?;
-        let last_seq: i64 = sqlx::query_scalar(
-            "UPDATE tasks SET last_seq = last_seq + 1, updated_at = ?2 WHERE id = ?1 \
-             RETURNING last_seq",
-        )
-        .bind(&id)
-        .bind(now_ms)
-        .fetch_one(&mut *tx)
-        .await?;
-        let data = messages::message_event(&message);
-        append_event(
-            &mut tx,
-            &id,
-            last_seq,
-            messages::MESSAGE_EVENT,
-            &data,
-            now_ms,
-        )
-        .await?;
         tx.commit().await?;
-        self.publish_all(messages::posted_wakeups(post.task_id, last_seq));
+        self.publish_all(messages::posted_wakeups(post.task_id));
         Ok(PostOutcome::Posted(message))
     }
 

@@ -272,7 +272,7 @@ fn replans_keep_finished_milestones() {
 }
 
 #[test]
-fn replans_that_drop_or_rewrite_finished_work_are_refused() {
+fn replans_that_rewrite_finished_work_are_refused_and_left_out_work_is_kept() {
     let old = finished(
         plan(vec![
             milestone("m1", &[]),
@@ -282,12 +282,10 @@ fn replans_that_drop_or_rewrite_finished_work_are_refused() {
         &["m1", "m2"],
     );
     let mut new = plan(vec![milestone("m2", &["m1"]), milestone("m3", &[])]);
-    assert_eq!(
-        carry_over(&old, &new),
-        Err(vec![PlanError::DroppedDoneMilestone {
-            milestone: "m1".into()
-        }])
-    );
+    let kept = carry_over(&old, &new).expect("a left-out finished milestone is put back");
+    let ids: Vec<&str> = kept.milestones.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["m1", "m2", "m3"]);
+    assert_eq!(kept.milestones[0].status, MilestoneStatus::Done);
     new = plan(vec![
         milestone("m1", &[]),
         milestone("m2", &["m3"]),

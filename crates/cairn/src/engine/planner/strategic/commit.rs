@@ -24,7 +24,7 @@ pub(super) struct Proposal<'a> {
     pub(super) proposal: Option<Value>,
     /// A valid L3 plan refused as identical to a failed one (not counted as invalid).
     pub(super) repeated: bool,
-    /// The plan version's reason (`initial` or `replan_strategy`).
+    /// The plan version's reason (`initial`, `replan_strategy` or `new_constraint`).
     pub(super) reason: &'static str,
     /// The event that caused an L3 replan.
     pub(super) cause: Option<i64>,
@@ -69,7 +69,7 @@ pub(super) fn commit(
             Ok((record, false))
         }
         Ok(super::Amended { plan, amended }) => {
-            install(state, plan.clone(), cx, *replanned, &mut record)?;
+            install(state, plan.clone(), cx, (*replanned, reason), &mut record)?;
             state.ladder.plan_installed(of_plan(plan));
             let mut accepted = json!({"attempt": attempt, "version": state.plan_version + 1,
                                       "reason": reason, "milestones": plan.milestones.len()});
@@ -94,7 +94,7 @@ fn install(
     state: &mut TaskState,
     mut plan: Plan,
     cx: &Attempt,
-    replanned: Option<&str>,
+    (replanned, reason): (Option<&str>, &str),
     record: &mut Record,
 ) -> Result<(), Halt> {
     // Not carried: the milestone that asked for this strategy, and any other whose own
@@ -106,8 +106,12 @@ fn install(
         .map(|(id, _)| id.clone())
         .collect();
     asked_l3.extend(replanned.map(str::to_string));
+    let unfinished = match reason {
+        "new_constraint" => carry::Unfinished::Rewrite,
+        _ => carry::Unfinished::Keep,
+    };
     let carried = match &state.plan {
-        Some(old) => carry::in_flight(old, &mut plan, &asked_l3),
+        Some(old) => carry::in_flight(old, &mut plan, &asked_l3, unfinished),
         None => BTreeSet::new(),
     };
     let pending: Vec<(String, u32)> = plan
@@ -136,6 +140,12 @@ fn install(
                 Halt::Error(crate::engine::EngineError::Other(format!("ledger: {e}")))
             })?;
             ledger::persist(&movements, "replan_strategy", record);
+        }
+    }
+    if unfinished == carry::Unfinished::Rewrite {
+        // The rest of a carried list is written again, after its finished steps.
+        for id in &carried {
+            state.run_mut(id).needs_steps = true;
         }
     }
     for (id, _) in pending.iter().filter(|(id, _)| !carried.contains(id)) {

@@ -62,6 +62,17 @@ pub(super) fn input(
     if let Some(next) = next {
         input["next"] = json!(next);
     }
+    // Steps are written for the plan as it stands now: a constraint raised while the task ran (a
+    // tool's, a person's) binds them as it binds the plan.
+    if !state.ladder.constraints.is_empty() {
+        let raised: Vec<&str> = state
+            .ladder
+            .constraints
+            .iter()
+            .map(|c| c.text.as_str())
+            .collect();
+        input["constraints"] = json!(raised);
+    }
     input
 }
 

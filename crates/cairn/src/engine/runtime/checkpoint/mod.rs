@@ -211,6 +211,10 @@ pub struct TaskState {
     /// Replans a person's message asked for; they use up none of the failure ladder's.
     #[serde(default)]
     pub steering_replans: u32,
+    /// This attempt runs its milestones one at a time (`max_parallel` 1): a waiting milestone's
+    /// wall time may be lent to the running one (`domain::ledger::Lenders`).
+    #[serde(default)]
+    pub sequential: bool,
     /// State of the direct act loop, when the gate chose it.
     pub direct: Option<Value>,
 }
