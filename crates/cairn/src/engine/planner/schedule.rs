@@ -50,7 +50,7 @@ struct Schedule {
 struct Replan {
     failure: Failure,
     milestone: String,
-    steered: bool,
+    cause: ReplanCause,
 }
 
 /// Runs ready milestones (independent ones in parallel, at most `max_parallel`) until all are
@@ -169,8 +169,12 @@ impl Schedule {
                 let ending = exhausted(cx, &id, unit).await;
                 self.verdict.get_or_insert(Ok(Flow::Ended(ending)));
             }
-            Ok(MilestoneEnd::ReplanStrategy(failure)) => self.replan(cx, failure, id, false),
-            Ok(MilestoneEnd::Steered(failure)) => self.replan(cx, failure, id, true),
+            Ok(MilestoneEnd::ReplanStrategy(failure)) => {
+                self.replan(cx, failure, id, ReplanCause::Ladder)
+            }
+            Ok(MilestoneEnd::Steered(failure)) => {
+                self.replan(cx, failure, id, ReplanCause::Steered)
+            }
             Err(halt) => {
                 cx.halt.store(true, Ordering::SeqCst);
                 self.verdict = Some(Err(halt));
@@ -179,12 +183,12 @@ impl Schedule {
     }
 
     /// Keeps the first L3 request and stops the other runners for it.
-    fn replan(&mut self, cx: &Attempt, failure: Failure, milestone: String, steered: bool) {
+    fn replan(&mut self, cx: &Attempt, failure: Failure, milestone: String, cause: ReplanCause) {
         cx.halt.store(true, Ordering::SeqCst);
         self.replan.get_or_insert(Replan {
             failure,
             milestone,
-            steered,
+            cause,
         });
     }
 
@@ -210,20 +214,15 @@ impl Schedule {
         if let Some(replan) = self.replan.take() {
             cx.halt.store(false, Ordering::SeqCst);
             let (failure, id) = (&replan.failure, replan.milestone.as_str());
+            let ladder = replan.cause == ReplanCause::Ladder;
             // A person asked for a change: what ran so far is not the answer they want.
-            if !replan.steered
-                && let Some(ending) = met_early(cx, id, &failure.detail).await?
-            {
+            if ladder && let Some(ending) = met_early(cx, id, &failure.detail).await? {
                 return Ok(Some(Flow::Ended(ending)));
             }
-            let cause = match replan.steered {
-                true => ReplanCause::Steered,
-                false => ReplanCause::Ladder,
-            };
             // The milestone that took a person's message did not fail: it is carried like any
             // other running milestone, not re-planned.
-            let failed = (!replan.steered).then_some(id);
-            if let Some(ending) = replan_strategy(cx, failure, failed, cause).await? {
+            let failed = ladder.then_some(id);
+            if let Some(ending) = replan_strategy(cx, failure, failed, replan.cause).await? {
                 return Ok(Some(Flow::Ended(ending)));
             }
             self.resumed.clear();

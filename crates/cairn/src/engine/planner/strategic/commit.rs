@@ -30,6 +30,8 @@ pub(super) struct Proposal<'a> {
     pub(super) cause: Option<i64>,
     /// The milestone whose failure caused an L3 replan (re-planned, not carried).
     pub(super) replanned: Option<&'a str>,
+    /// What becomes of a running milestone's unrun steps.
+    pub(super) unfinished: carry::Unfinished,
 }
 
 /// Commits one strategic call: its charge, and the plan refused or installed. Returns whether
@@ -48,6 +50,7 @@ pub(super) fn commit(
         reason,
         cause,
         replanned,
+        unfinished,
     } = proposal;
     let mut record = Record::default();
     ledger::charge(state, None, asked.spend, "strategic", &mut record)?;
@@ -69,7 +72,13 @@ pub(super) fn commit(
             Ok((record, false))
         }
         Ok(super::Amended { plan, amended }) => {
-            install(state, plan.clone(), cx, (*replanned, reason), &mut record)?;
+            install(
+                state,
+                plan.clone(),
+                cx,
+                (*replanned, *unfinished),
+                &mut record,
+            )?;
             state.ladder.plan_installed(of_plan(plan));
             let mut accepted = json!({"attempt": attempt, "version": state.plan_version + 1,
                                       "reason": reason, "milestones": plan.milestones.len()});
@@ -94,7 +103,7 @@ fn install(
     state: &mut TaskState,
     mut plan: Plan,
     cx: &Attempt,
-    (replanned, reason): (Option<&str>, &str),
+    (replanned, unfinished): (Option<&str>, carry::Unfinished),
     record: &mut Record,
 ) -> Result<(), Halt> {
     // Not carried: the milestone that asked for this strategy, and any other whose own
@@ -106,10 +115,6 @@ fn install(
         .map(|(id, _)| id.clone())
         .collect();
     asked_l3.extend(replanned.map(str::to_string));
-    let unfinished = match reason {
-        "new_constraint" => carry::Unfinished::Rewrite,
-        _ => carry::Unfinished::Keep,
-    };
     let carried = match &state.plan {
         Some(old) => carry::in_flight(old, &mut plan, &asked_l3, unfinished),
         None => BTreeSet::new(),

@@ -124,6 +124,7 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
             reason: version_reason(replan.as_ref(), snapshot.plan_version),
             cause: replan.as_ref().and_then(|r| r.failure.seq),
             replanned: replan.as_ref().and_then(|r| r.milestone),
+            unfinished: unfinished(replan.as_ref()),
         };
         // Staged: the first milestone's tactical steps commit it with its start.
         let accepted = cx
@@ -152,6 +153,17 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
         },
         cause,
     })
+}
+
+/// What becomes of a running milestone's unrun steps: written again when a new constraint
+/// asked for the version (they were written without it), else run as written.
+fn unfinished(replan: Option<&Replan<'_>>) -> super::carry::Unfinished {
+    match replan {
+        Some(r) if r.failure.reason == ReplanReason::NewConstraint => {
+            super::carry::Unfinished::Rewrite
+        }
+        _ => super::carry::Unfinished::Keep,
+    }
 }
 
 /// The reason a new plan version is written with.
