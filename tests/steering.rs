@@ -159,6 +159,35 @@ async fn steps_written_before_a_message_are_written_again_not_run() {
 }
 
 #[tokio::test]
+async fn the_act_loop_is_shown_a_message_in_its_next_round() {
+    let stack = Stack::start("steering_direct.json").await;
+    let id = stack
+        .submit("What version of service A is deployed?", "direct", 100_000)
+        .await;
+    // The first round's get_version call takes 1.5 s: the message arrives while it runs.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while stack.events_of(&id, "direct.round").await.is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "no direct round");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let said = json!({"text": "Answer with the version number alone"});
+    let (status, message) = post_message(&stack, &id, &said).await;
+    assert_eq!(status, 202, "{message}");
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    assert_eq!(task["result"]["extra"]["answer"], "2.4.1", "{task:#}");
+    let raised = stack.events_of(&id, "plan.constraint_raised").await;
+    assert_eq!(raised.len(), 1, "{raised:#?}");
+    let (_, plans) = stack.get(&format!("/v1/tasks/{id}/plans")).await;
+    assert_eq!(
+        plans["items"],
+        json!([]),
+        "the act loop has no plan to replace"
+    );
+    stack.stop().await;
+}
+
+#[tokio::test]
 async fn bad_messages_are_refused_in_plain_words_and_write_nothing() {
     let stack = Stack::start("steering.json").await;
     let one_shot = stack.submit(GOAL, "one_shot", 100_000).await;

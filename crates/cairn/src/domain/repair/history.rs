@@ -254,6 +254,12 @@ impl RepairHistory {
         true
     }
 
+    /// The raised constraints' texts, in order: what every later plan, step list and goal
+    /// verdict is shown (`constraints` in a model's input).
+    pub fn constraint_texts(&self) -> Vec<&str> {
+        self.constraints.iter().map(|c| c.text.as_str()).collect()
+    }
+
     /// Attempts used at `level` (L3 counts task-wide).
     pub fn attempts(&self, milestone: &str, level: RepairLevel) -> u32 {
         let entry = self.milestones.get(milestone);

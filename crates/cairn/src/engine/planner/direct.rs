@@ -131,10 +131,12 @@ async fn round(cx: &Attempt, direct: &DirectState, all_tools: &[String]) -> Resu
     // loop stands: the earlier messages stay the same from round to round (a server's prompt
     // cache keeps them).
     let mut input = json!({"goal": cx.task().goal, "tools": cx.tool_schemas(all_tools)});
-    let raised = cx.journal.read(|s| s.ladder.constraints.clone()).await;
-    if !raised.is_empty() {
-        let said: Vec<&str> = raised.iter().map(|c| c.text.as_str()).collect();
-        input["constraints"] = json!(said);
+    let raised = cx
+        .journal
+        .read(|s| json!(s.ladder.constraint_texts()))
+        .await;
+    if raised.as_array().is_some_and(|r| !r.is_empty()) {
+        input["constraints"] = raised;
     }
     let mut turns = turns::of_observations(&direct.observations, CallShape::Steps);
     turns.push(Turn::engine(json!({

@@ -3,10 +3,10 @@
 //!
 //! Each message is recorded (`task.message`) and raised as a person's constraint
 //! (`plan.constraint_raised`) in one commit that also moves the checkpoint's `messages_seen` past
-//! it, so a crash before that commit takes the
-//! message again and one after it never twice. A constraint the plan in force did not know asks
-//! for a new plan version with reason `new_constraint`: an L3 that keeps finished work but uses
-//! up none of the failure ladder's strategy replans (the messages a task takes bound these).
+//! it, so a crash before that commit takes the message again and one after it never twice. A
+//! constraint the plan in force did not know asks for a new plan version with reason
+//! `new_constraint`: an L3 that keeps finished work but uses up none of the failure ladder's
+//! strategy replans (the messages a task takes bound these).
 
 use serde_json::{Value, json};
 

@@ -62,13 +62,7 @@ pub async fn verify_goal(
         "evidence": evidence,
     });
     if !snapshot.ladder.constraints.is_empty() {
-        let raised: Vec<&str> = snapshot
-            .ladder
-            .constraints
-            .iter()
-            .map(|c| c.text.as_str())
-            .collect();
-        input["constraints"] = json!(raised);
+        input["constraints"] = json!(snapshot.ladder.constraint_texts());
     }
     let asked = cx
         .ask(Question {

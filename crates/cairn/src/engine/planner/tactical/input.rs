@@ -65,13 +65,7 @@ pub(super) fn input(
     // Steps are written for the plan as it stands now: a constraint raised while the task ran (a
     // tool's, a person's) binds them as it binds the plan.
     if !state.ladder.constraints.is_empty() {
-        let raised: Vec<&str> = state
-            .ladder
-            .constraints
-            .iter()
-            .map(|c| c.text.as_str())
-            .collect();
-        input["constraints"] = json!(raised);
+        input["constraints"] = json!(state.ladder.constraint_texts());
     }
     input
 }
