@@ -34,20 +34,21 @@ async fn post_message(stack: &Stack, id: &str, body: &Value) -> (u16, Value) {
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
-/// Waits until the task has an event of `kind` for `milestone`.
-async fn wait_for(stack: &Stack, id: &str, kind: &str, milestone: &str) {
+/// Waits until the task has an event of `kind` whose data `matches`.
+async fn wait_for(stack: &Stack, id: &str, kind: &str, matches: impl Fn(&Value) -> bool) {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let seen = stack.events_of(id, kind).await;
-        if seen.iter().any(|data| data["milestone"] == milestone) {
+        if seen.iter().any(&matches) {
             return;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no {kind} for {milestone}"
-        );
+        assert!(tokio::time::Instant::now() < deadline, "no {kind} event");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+fn of_m1(data: &Value) -> bool {
+    data["milestone"] == "m1"
 }
 
 #[tokio::test]
@@ -63,7 +64,7 @@ async fn a_message_mid_run_replans_keeping_finished_work_on_postgres() {
 async fn steered(stack: Stack) {
     let id = stack.submit(GOAL, "v2", 100_000).await;
     // m1's fetch takes 1.5 s: the message arrives while it runs.
-    wait_for(&stack, &id, "milestone.started", "m1").await;
+    wait_for(&stack, &id, "milestone.started", of_m1).await;
     let (status, message) = post_message(&stack, &id, &json!({"text": SAID})).await;
     assert_eq!(status, 202, "{message}");
     assert_eq!(
@@ -135,7 +136,7 @@ async fn steps_written_before_a_message_are_written_again_not_run() {
         )
         .await;
     // The note to A's owner takes 1.5 s: the message arrives while it is being written.
-    wait_for(&stack, &id, "milestone.steps_planned", "m1").await;
+    wait_for(&stack, &id, "milestone.steps_planned", of_m1).await;
     let said = json!({"text": "only the owner of service A gets a note"});
     let (status, message) = post_message(&stack, &id, &said).await;
     assert_eq!(status, 202, "{message}");
@@ -165,11 +166,7 @@ async fn the_act_loop_is_shown_a_message_in_its_next_round() {
         .submit("What version of service A is deployed?", "direct", 100_000)
         .await;
     // The first round's get_version call takes 1.5 s: the message arrives while it runs.
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while stack.events_of(&id, "direct.round").await.is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "no direct round");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for(&stack, &id, "direct.round", |_| true).await;
     let said = json!({"text": "Answer with the version number alone"});
     let (status, message) = post_message(&stack, &id, &said).await;
     assert_eq!(status, 202, "{message}");

@@ -15,6 +15,7 @@ use crate::http::auth::Principal;
 use crate::http::doc_schemas::StoreFailure;
 use crate::http::error::{ApiError, Problem};
 use crate::http::extract::{ApiJson, ApiPath, parse_task_id};
+use crate::http::tasks::find_task;
 use crate::store::{PostMessage, PostOutcome};
 
 /// A task's messages, in the order they were sent.
@@ -56,16 +57,6 @@ pub async fn post_message(
             detail,
         })?;
     let tenant = principal.tenant.as_str();
-    let Some(task) = state.store.get_task(tenant, id).await? else {
-        return Err(not_found(id));
-    };
-    if !task.strategy.takes_messages() {
-        return Err(ApiError::Conflict(format!(
-            "task {id} runs the {} strategy, which takes no messages; only tasks planned by \
-             cairn (v2, direct, auto) can be steered",
-            task.strategy.as_str()
-        )));
-    }
     let post = PostMessage {
         tenant_id: tenant,
         task_id: id,
@@ -81,7 +72,12 @@ pub async fn post_message(
                 message = message.seq, "message sent to a task");
             Ok((StatusCode::ACCEPTED, Json(message)))
         }
-        PostOutcome::NotFound => Err(not_found(id)),
+        PostOutcome::NotFound => Err(ApiError::NotFound(format!("task {id} does not exist"))),
+        PostOutcome::NotPlanned(strategy) => Err(ApiError::Conflict(format!(
+            "task {id} runs the {} strategy, which takes no messages; only tasks planned by \
+             cairn (v2, direct, auto) can be steered",
+            strategy.as_str()
+        ))),
         PostOutcome::Finished(status) => Err(ApiError::Conflict(format!(
             "task {id} has already ended with status {}; only queued or running tasks take \
              messages",
@@ -113,13 +109,7 @@ pub async fn list_messages(
 ) -> Result<Json<MessageList>, ApiError> {
     let id = parse_task_id(&id)?;
     let tenant = principal.tenant.as_str();
-    if state.store.get_task(tenant, id).await?.is_none() {
-        return Err(not_found(id));
-    }
+    find_task(&state, tenant, id).await?;
     let items = state.store.list_messages(tenant, id, 0).await?;
     Ok(Json(MessageList { items }))
-}
-
-fn not_found(id: uuid::Uuid) -> ApiError {
-    ApiError::NotFound(format!("task {id} does not exist"))
 }

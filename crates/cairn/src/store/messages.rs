@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 
 use super::Wakeup;
 use crate::domain::message::{MessageKind, TaskMessage};
-use crate::domain::task::{Task, TaskId, TaskStatus};
+use crate::domain::task::{Strategy, Task, TaskId, TaskStatus};
 
 /// A message to commit to a task.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,6 +30,8 @@ pub struct PostMessage<'a> {
 pub enum PostOutcome {
     /// No such task for this tenant.
     NotFound,
+    /// The task runs a strategy that takes no messages (a baseline); nothing was written.
+    NotPlanned(Strategy),
     /// The task has ended with this status; nothing was written.
     Finished(TaskStatus),
     /// The task already holds `limit` messages; nothing was written.
@@ -38,7 +40,8 @@ pub enum PostOutcome {
     Posted(TaskMessage),
 }
 
-/// Whether a message may be posted to `current` that already holds `held` messages.
+/// Whether a message may be posted to `current` that already holds `held` messages: a task of
+/// a strategy that takes messages, not ended, below the limit.
 pub(crate) fn postable(
     current: Option<Task>,
     held: u32,
@@ -46,6 +49,9 @@ pub(crate) fn postable(
 ) -> ControlFlow<PostOutcome, Task> {
     match current {
         None => ControlFlow::Break(PostOutcome::NotFound),
+        Some(task) if !task.strategy.takes_messages() => {
+            ControlFlow::Break(PostOutcome::NotPlanned(task.strategy))
+        }
         Some(task) if task.status.is_terminal() => {
             ControlFlow::Break(PostOutcome::Finished(task.status))
         }

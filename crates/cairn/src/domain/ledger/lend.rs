@@ -91,20 +91,20 @@ mod tests {
         }
     }
 
-    /// 10,000 ms: a 2,000 reserve, then 2,666 for each of three milestones.
-    fn books() -> Ledger {
-        let totals = PerUnit {
-            tokens: 1_000,
-            tool_calls: 10,
-            wall_ms: 10_000,
-        };
+    const TOTALS: PerUnit<u64> = PerUnit {
+        tokens: 1_000,
+        tool_calls: 10,
+        wall_ms: 10_000,
+    };
+
+    /// 10,000 ms: a 2,000 reserve, then 2,666 for each of three milestones; with the
+    /// allocation's movements.
+    fn books() -> (Ledger, Vec<LedgerMovement>) {
         let shares: Vec<(String, u32)> = ["m1", "m2", "m3"]
             .iter()
             .map(|id| (id.to_string(), 1))
             .collect();
-        Ledger::allocate(totals, &shares, &LedgerPolicy::default())
-            .expect("allocate")
-            .0
+        Ledger::allocate(TOTALS, &shares, &LedgerPolicy::default()).expect("allocate")
     }
 
     fn waiting() -> Vec<String> {
@@ -113,7 +113,7 @@ mod tests {
 
     #[test]
     fn a_slow_charge_borrows_what_the_reserve_lacks_from_the_last_waiting_milestone() {
-        let mut ledger = books();
+        let (mut ledger, allocation) = books();
         let lenders = Lenders {
             unit: Unit::WallMs,
             waiting: &waiting(),
@@ -146,36 +146,14 @@ mod tests {
         );
         assert!(ledger.book(Unit::WallMs).conserved());
         // The same movements replayed give the same books.
-        let replayed = Ledger::replay(
-            PerUnit {
-                tokens: 1_000,
-                tool_calls: 10,
-                wall_ms: 10_000,
-            },
-            &[books_movements(), outcome.movements].concat(),
-        )
-        .expect("replay");
+        let replayed =
+            Ledger::replay(TOTALS, &[allocation, outcome.movements].concat()).expect("replay");
         assert_eq!(replayed, ledger);
-    }
-
-    fn books_movements() -> Vec<LedgerMovement> {
-        let shares: Vec<(String, u32)> = ["m1", "m2", "m3"]
-            .iter()
-            .map(|id| (id.to_string(), 1))
-            .collect();
-        let totals = PerUnit {
-            tokens: 1_000,
-            tool_calls: 10,
-            wall_ms: 10_000,
-        };
-        Ledger::allocate(totals, &shares, &LedgerPolicy::default())
-            .expect("allocate")
-            .1
     }
 
     #[test]
     fn only_the_lent_unit_is_lent_and_what_nobody_holds_is_still_exhausted() {
-        let mut ledger = books();
+        let (mut ledger, _) = books();
         let lenders = Lenders {
             unit: Unit::WallMs,
             waiting: &waiting(),

@@ -307,7 +307,8 @@ async fn exhausted(cx: &Attempt, id: &str, unit: Unit) -> Ending {
 pub enum ReplanCause {
     /// The repair ladder (or the goal verifier): it uses up one of `max_replan_strategy`.
     Ladder,
-    /// A person's message: counted apart (`steering_replans`), the ladder's L3 stays available.
+    /// A person's message: the ladder's L3 stays available (the messages a task takes bound
+    /// these).
     Steered,
 }
 
@@ -321,7 +322,6 @@ pub async fn replan_strategy(
     cx.journal
         .record(|state| {
             if cause == ReplanCause::Steered {
-                state.steering_replans += 1;
                 state.ladder.begin_steering();
                 return Ok((Record::default(), ()));
             }

@@ -208,12 +208,10 @@ pub struct TaskState {
     /// The number of the last message a person sent the task that the engine took.
     #[serde(default)]
     pub messages_seen: u32,
-    /// Replans a person's message asked for; they use up none of the failure ladder's.
-    #[serde(default)]
-    pub steering_replans: u32,
     /// This attempt runs its milestones one at a time (`max_parallel` 1): a waiting milestone's
-    /// wall time may be lent to the running one (`domain::ledger::Lenders`).
-    #[serde(default)]
+    /// wall time may be lent to the running one (`domain::ledger::Lenders`). The attempt's
+    /// setting, not the task's history: set by each attempt, never stored.
+    #[serde(skip)]
     pub sequential: bool,
     /// State of the direct act loop, when the gate chose it.
     pub direct: Option<Value>,
