@@ -77,6 +77,8 @@ enum Command {
     Tasks(client::TasksArgs),
     /// List the tools a server has registered.
     Tools(client::ToolsArgs),
+    /// Show what a waiting task asks a person to sign off, and decide it.
+    Approve(client::ApproveArgs),
     /// Look at an MCP tool server as `cairn serve` would: its tools, or one call's answer.
     Mcp(mcp::McpArgs),
 }
@@ -88,7 +90,7 @@ enum KeysAction {
         /// The tenant the key acts for: 1-64 letters, digits, '.', '_' or '-'.
         #[arg(long)]
         tenant: String,
-        /// Comma-separated: read, submit, admin.
+        /// Comma-separated: read, submit, admin, approve.
         #[arg(long)]
         scopes: String,
         /// A label to recognise the key by in `cairn keys list`.
@@ -128,6 +130,7 @@ fn main() -> ExitCode {
         Command::Submit(args) => client::submit(args),
         Command::Tasks(args) => client::tasks(args),
         Command::Tools(args) => client::tools(args),
+        Command::Approve(args) => client::approve(args),
         Command::Mcp(args) => mcp::run(args),
     }
 }

@@ -197,6 +197,7 @@ fn documented_goal_schema() -> serde_json::Value {
 fn server_accepts(goal: &str) -> bool {
     CreateTaskRequest {
         tools: None,
+        approval: None,
         goal: goal.to_string(),
         budget: Some(BudgetRequest::from(Budget {
             tokens: 1,

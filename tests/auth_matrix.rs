@@ -43,10 +43,11 @@ async fn postgres() -> (Arc<dyn Store>, common::TestPg) {
 }
 
 /// The task a route is called on: a fresh one for cancel and messages (so every case finds it
-/// queued), a shadow copy for the shadow comparison, else the task with history.
+/// queued), a fresh waiting one for a decision, a shadow copy for the shadow comparison, else the task with history.
 async fn target(f: &Fixture, method: &str, path: &str) -> uuid::Uuid {
     match (method, path) {
         ("POST", "/v1/tasks/{id}/cancel" | "/v1/tasks/{id}/messages") => f.new_acme_task().await,
+        ("POST", "/v1/tasks/{id}/approvals/{approval}") => f.parked_acme_task().await,
         ("GET", "/v1/tasks/{id}/shadow") => {
             let (shadow_path, body) = recipe("POST", "/v1/tasks/{id}/shadow", f.task, ACME_MARK);
             let response = f
@@ -72,6 +73,12 @@ const EXPECTED: &[(&str, &str, Option<Scope>)] = &[
     ("POST", "/v1/tasks/{id}/cancel", Some(Scope::Submit)),
     ("POST", "/v1/tasks/{id}/messages", Some(Scope::Submit)),
     ("GET", "/v1/tasks/{id}/messages", Some(Scope::Read)),
+    ("GET", "/v1/tasks/{id}/approvals", Some(Scope::Read)),
+    (
+        "POST",
+        "/v1/tasks/{id}/approvals/{approval}",
+        Some(Scope::Approve),
+    ),
     ("POST", "/v1/tasks/{id}/shadow", Some(Scope::Submit)),
     ("GET", "/v1/tasks/{id}/shadow", Some(Scope::Read)),
     ("GET", "/v1/tasks/{id}/events", Some(Scope::Read)),
@@ -102,18 +109,20 @@ fn expected(method: &str, path: &str) -> Option<Scope> {
         .2
 }
 
-/// Each single-scope key of `acme` is refused with 403 unless its scope is the one needed.
+/// Each single-scope key of `acme` is refused with 403 unless its scope is the one needed
+/// (an `admin` key may also decide approvals).
 async fn single_scope_keys(f: &Fixture, method: &str, path: &str, scope: Scope) -> usize {
     let keys = [
         (Scope::Read, &f.keys.acme_read),
         (Scope::Submit, &f.keys.acme_submit),
         (Scope::Admin, &f.keys.acme_admin),
+        (Scope::Approve, &f.keys.acme_approve),
     ];
     for (has, key) in keys {
         let task = target(f, method, path).await;
         let (concrete, body) = recipe(method, path, task, ACME_MARK);
         let (status, text, _) = call(f, method, &concrete, Some(key), body).await;
-        if has == scope {
+        if has == scope || (scope == Scope::Approve && has == Scope::Admin) {
             assert!(
                 (200..300).contains(&status),
                 "{method} {path} with {has:?}: {status} {text}"

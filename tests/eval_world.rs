@@ -110,6 +110,7 @@ async fn world() -> (common::TestSqlite, Arc<dyn Store>, World, uuid::Uuid) {
                     wall_ms: 1000,
                 },
                 metadata: json!({META_KEY: {"task": "dep", "repeat": 0}}),
+                approval: Default::default(),
             },
             None,
             chrono::Utc::now(),

@@ -41,6 +41,7 @@ async fn journal(store: Arc<dyn Store>) -> (Journal, watch::Sender<StopSignal>) 
             wall_ms: 60_000,
         },
         metadata: json!({}),
+        approval: Default::default(),
     };
     store
         .create_task(new, None, clock.now())

@@ -103,6 +103,7 @@ async fn submit(store: &dyn Store, clock: &dyn Clock, metadata: serde_json::Valu
             wall_ms: 3_600_000,
         },
         metadata,
+        approval: Default::default(),
     };
     store
         .create_task(new, None, clock.now())

@@ -40,6 +40,7 @@ fn new_task() -> NewTask {
             wall_ms: 1_000,
         },
         metadata: json!({}),
+        approval: Default::default(),
     }
 }
 

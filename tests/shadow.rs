@@ -206,6 +206,7 @@ async fn a_shadow_run_sends_side_effects_only_to_the_sandbox() {
                 strategy: Strategy::Reactive,
                 budget: budget(10_000),
                 metadata: json!({}),
+                approval: Default::default(),
             },
             None,
             chrono::Utc::now(),

@@ -16,6 +16,8 @@
 
 mod common;
 
+#[path = "store_conformance/approvals.rs"]
+mod approvals;
 #[path = "store_conformance/keys.rs"]
 mod keys;
 #[path = "store_conformance/leases.rs"]
@@ -129,6 +131,8 @@ conformance! {
     records::ledger_and_artifacts_round_trip => sqlite_ledger_and_artifacts_round_trip, postgres_ledger_and_artifacts_round_trip;
     records::receipts_keep_the_first => sqlite_receipts_keep_the_first, postgres_receipts_keep_the_first;
     records::subscribe_receives_wakeups => sqlite_subscribe_receives_wakeups, postgres_subscribe_receives_wakeups;
+    approvals::a_parked_task_waits_without_a_lease_until_a_matching_decision => sqlite_a_parked_task_waits_without_a_lease_until_a_matching_decision, postgres_a_parked_task_waits_without_a_lease_until_a_matching_decision;
+    approvals::an_expired_request_fails_its_task_with_a_report => sqlite_an_expired_request_fails_its_task_with_a_report, postgres_an_expired_request_fails_its_task_with_a_report;
     keys::keys_round_trip => sqlite_keys_round_trip, postgres_keys_round_trip;
     keys::stream_tokens_round_trip => sqlite_stream_tokens_round_trip, postgres_stream_tokens_round_trip;
     keys::reads_are_scoped_by_tenant => sqlite_reads_are_scoped_by_tenant, postgres_reads_are_scoped_by_tenant;

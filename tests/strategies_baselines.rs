@@ -36,6 +36,7 @@ fn ports(model: &Arc<FakeModel>, tools: &Arc<FakeTools>) -> Ports {
         tools: tools.clone(),
         config: BaselineConfig::default(),
         validators: Default::default(),
+        approval: Default::default(),
     }
 }
 

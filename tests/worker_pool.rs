@@ -58,6 +58,7 @@ async fn submit(store: &dyn Store, count: usize, steps: u64, step_ms: u64) -> Ve
                 wall_ms: 600_000,
             },
             metadata: json!({ "engine_steps": steps, "engine_step_ms": step_ms }),
+            approval: Default::default(),
         };
         let created = store
             .create_task(new, None, SystemClock.now())
@@ -324,6 +325,7 @@ async fn the_wall_clock_budget_ends_a_task_as_budget_exhausted() {
             wall_ms: 50,
         },
         metadata: json!({ "engine_steps": 5, "engine_step_ms": 40 }),
+        approval: Default::default(),
     };
     let id = store
         .create_task(new, None, SystemClock.now())

@@ -187,6 +187,7 @@ pub async fn submit(store: &dyn Store, count: usize) -> Vec<TaskId> {
                 wall_ms: 3_600_000,
             },
             metadata: serde_json::json!({}),
+            approval: Default::default(),
         };
         let created = store
             .create_task(new, None, clock.now())

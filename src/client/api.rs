@@ -217,6 +217,24 @@ impl Api {
             .await
     }
 
+    /// `GET /v1/tasks/{id}/approvals`.
+    pub async fn approvals(&self, id: &str) -> Result<Value, ClientError> {
+        let url = self.url(&format!("/v1/tasks/{}/approvals", segment(id)));
+        self.call(self.calls.get(url.as_str()), &url).await
+    }
+
+    /// `POST /v1/tasks/{id}/approvals/{approval}`: a decision bound to the request's digest.
+    pub async fn decide(
+        &self,
+        id: &str,
+        approval: u64,
+        body: &Value,
+    ) -> Result<Value, ClientError> {
+        let url = self.url(&format!("/v1/tasks/{}/approvals/{approval}", segment(id)));
+        self.call(self.calls.post(url.as_str()).json(body), &url)
+            .await
+    }
+
     /// `GET /v1/tools`.
     pub async fn tools(&self) -> Result<Value, ClientError> {
         let url = self.url("/v1/tools");

@@ -1,6 +1,7 @@
 //! The client's own argument values, parsed for clap: a bad one is a usage error (exit 2) in
 //! plain words, before anything is sent.
 
+use cairn::domain::approval::ApprovalMode;
 use cairn::domain::task::{Strategy, TaskStatus};
 use serde_json::{Map, Value, json};
 
@@ -81,6 +82,11 @@ pub fn parse_strategy(text: &str) -> Result<Strategy, String> {
             names.join(", ")
         )
     })
+}
+
+pub fn parse_approval(text: &str) -> Result<ApprovalMode, String> {
+    ApprovalMode::parse(text.trim())
+        .ok_or_else(|| format!("{text:?} is not an approval mode; the modes are none, plan, steps"))
 }
 
 pub fn parse_status(text: &str) -> Result<String, String> {

@@ -6,6 +6,7 @@
 //! or 4; a command that is answered exits 0.
 
 mod api;
+mod approve;
 mod args;
 mod follow;
 mod live;
@@ -22,7 +23,10 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use api::{Api, ClientError};
-use args::{BudgetArg, ToolList, parse_budget, parse_status, parse_strategy, parse_tools};
+pub use approve::{ApproveArgs, approve};
+use args::{
+    BudgetArg, ToolList, parse_approval, parse_budget, parse_status, parse_strategy, parse_tools,
+};
 use render::{say, text};
 use view::View;
 
@@ -65,6 +69,9 @@ pub struct SubmitArgs {
     /// Registered tools the task may use, separated by commas (`cairn tools` lists them).
     #[arg(long, value_parser = parse_tools)]
     pub tools: Option<ToolList>,
+    /// What a person signs off before it runs: plan or steps (`cairn approve` decides).
+    #[arg(long, value_parser = parse_approval)]
+    pub approval: Option<cairn::domain::approval::ApprovalMode>,
     /// Makes a retried submission answer the task the first one created.
     #[arg(long)]
     pub idempotency_key: Option<String>,
@@ -91,8 +98,8 @@ pub struct TasksArgs {
 pub enum TasksAction {
     /// List tasks, newest first.
     List {
-        /// Only tasks in this status: queued, running, succeeded, failed, budget_exhausted,
-        /// cancelled.
+        /// Only tasks in this status: queued, running, awaiting_approval, succeeded, failed,
+        /// budget_exhausted, cancelled.
         #[arg(long, value_parser = parse_status)]
         status: Option<String>,
         /// At most this many (the server's page limit applies).
@@ -236,6 +243,9 @@ async fn submit_task(api: &Api, args: &SubmitArgs) -> Result<u8, ClientError> {
         }
         if let Some(tools) = &args.tools {
             object.insert("tools".to_string(), json!(tools.0));
+        }
+        if let Some(approval) = args.approval {
+            object.insert("approval".to_string(), json!(approval));
         }
     }
     let task = api.submit(&body, args.idempotency_key.as_deref()).await?;

@@ -179,6 +179,17 @@ pub fn summary(event: &WireEvent) -> String {
         | kinds::LEDGER_GRANT
         | kinds::LEDGER_RETURN => movements(data),
         kinds::TASK_CANCELLED => format!("(was {})", text(data, "previous_status")),
+        kinds::APPROVAL_REQUESTED => format!(
+            "request {} ({}): waiting; decide with `cairn approve`",
+            text(data, "approval"),
+            text(data, "kind")
+        ),
+        kinds::APPROVAL_DECIDED => format!(
+            "request {} {} by {}",
+            text(data, "approval"),
+            text(data, "decision"),
+            text(data, "by")
+        ),
         kinds::TASK_SUCCEEDED | kinds::TASK_FAILED | kinds::TASK_BUDGET_EXHAUSTED => {
             let result = data.get("result").cloned().unwrap_or(Value::Null);
             format!(

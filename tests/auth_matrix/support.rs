@@ -5,14 +5,19 @@
 use std::sync::Arc;
 
 use cairn::clock::{Clock, ManualClock};
+use cairn::domain::approval::ApprovalKind;
 use cairn::http::AppState;
 use cairn::http::auth::AuthMode;
 use cairn::store::ClaimParams;
+use cairn::store::approvals::{Park, Parked};
 use cairn::store::keys::{Scope, generate_key};
 use cairn::store::{Change, NewArtifact, NewLedgerEntry, NewPlanVersion, Store};
 use chrono::Utc;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
+
+/// The digest of every parked fixture task's request.
+pub const DIGEST: &str = "d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1";
 
 /// Marks every value of tenant `acme`; no answer to another tenant may contain it.
 pub const ACME_MARK: &str = "acme-private-7f3a";
@@ -23,6 +28,7 @@ pub struct Keys {
     pub acme_read: String,
     pub acme_submit: String,
     pub acme_admin: String,
+    pub acme_approve: String,
     pub beta_all: String,
     pub revoked: String,
 }
@@ -71,6 +77,7 @@ impl Fixture {
             acme_read: key(&store, "acme", &[Scope::Read], now).await.0,
             acme_submit: key(&store, "acme", &[Scope::Submit], now).await.0,
             acme_admin: key(&store, "acme", &[Scope::Admin], now).await.0,
+            acme_approve: key(&store, "acme", &[Scope::Approve], now).await.0,
             beta_all: key(&store, "beta", &all, now).await.0,
             revoked,
         };
@@ -143,6 +150,54 @@ impl Fixture {
         task
     }
 
+    /// A fresh task of `acme` waiting on approval request 1, whose digest is [`DIGEST`] (a
+    /// decision can be taken once: every case decides its own).
+    pub async fn parked_acme_task(&self) -> uuid::Uuid {
+        let task = self.new_acme_task().await;
+        // Claims are oldest first: other cases' queued tasks are claimed on the way, and handed
+        // back as they were once this one is parked.
+        let mut others = Vec::new();
+        let claimed = loop {
+            let claimed = self
+                .store
+                .claim(ClaimParams::new(
+                    "matrix-worker",
+                    self.clock.now(),
+                    chrono::Duration::minutes(5),
+                ))
+                .await
+                .expect("claim")
+                .expect("queued task");
+            if claimed.task.id == task {
+                break claimed;
+            }
+            others.push(claimed);
+        };
+        let park = Park {
+            kind: ApprovalKind::Steps,
+            digest: DIGEST.into(),
+            request: json!({"calls": [{"tool": "deploy", "args": {"note": ACME_MARK}}]}),
+            expires_at: None,
+        };
+        let parked = self
+            .store
+            .park(&claimed.lease, park, self.clock.now())
+            .await
+            .expect("park");
+        assert_eq!(parked, Parked::Waiting { approval: 1 });
+        for other in others {
+            let release = Change {
+                release: true,
+                ..Change::default()
+            };
+            self.store
+                .commit(&other.lease, release, self.clock.now())
+                .await
+                .expect("release");
+        }
+        task
+    }
+
     /// A fresh queued task of `acme` (for routes that change it).
     pub async fn new_acme_task(&self) -> uuid::Uuid {
         let response = self
@@ -198,11 +253,15 @@ pub fn task_body(goal: &str) -> Value {
 pub fn recipe(method: &str, path: &str, task: uuid::Uuid, goal: &str) -> (String, Option<Value>) {
     let concrete = path
         .replace("{id}", &task.to_string())
-        .replace("{version}", "1");
+        .replace("{version}", "1")
+        .replace("{approval}", "1");
     let body = match (method, path) {
         ("POST", "/v1/tasks") => Some(task_body(goal)),
         ("POST", "/v1/tasks/{id}/shadow") => Some(json!({"strategy": "v1"})),
         ("POST", "/v1/tasks/{id}/messages") => Some(json!({"text": "use the EU region"})),
+        ("POST", "/v1/tasks/{id}/approvals/{approval}") => {
+            Some(json!({"decision": "approve", "digest": DIGEST}))
+        }
         ("PUT", "/v1/rollout") => Some(json!({"percent": 0})),
         ("POST", "/v1/tasks/{id}/cancel" | "/v1/tasks/{id}/stream-token" | "/v1/tools/refresh") => {
             None

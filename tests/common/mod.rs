@@ -113,6 +113,7 @@ pub fn new_task(tenant: &str, goal: &str) -> cairn::domain::task::NewTask {
             wall_ms: 60_000,
         },
         metadata: serde_json::json!({}),
+        approval: Default::default(),
     }
 }
 

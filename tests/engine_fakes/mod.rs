@@ -265,6 +265,7 @@ pub async fn run_task(
                 strategy,
                 budget,
                 metadata: json!({}),
+                approval: Default::default(),
             },
             None,
             now,

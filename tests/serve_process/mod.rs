@@ -123,6 +123,7 @@ pub async fn submit(store: &dyn Store, steps: u64, step_ms: u64) -> TaskId {
             wall_ms: 600_000,
         },
         metadata: serde_json::json!({ "engine_steps": steps, "engine_step_ms": step_ms }),
+        approval: Default::default(),
     };
     store
         .create_task(new, None, chrono::Utc::now())

@@ -41,6 +41,7 @@ pub fn new_task(tenant: &str, goal: &str) -> NewTask {
             wall_ms: 600_000,
         },
         metadata: json!({ "goal_kind": "test", "tags": ["a", "b"] }),
+        approval: Default::default(),
     }
 }
 

@@ -76,6 +76,7 @@ async fn world(dir: &Path) -> (Arc<World>, uuid::Uuid) {
         },
         metadata: json!({META_KEY: {"task": "dep", "repeat": 1}}),
         tools: None,
+        approval: Default::default(),
     };
     store
         .create_task(new, None, chrono::DateTime::<chrono::Utc>::UNIX_EPOCH)

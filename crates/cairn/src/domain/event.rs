@@ -59,6 +59,13 @@ pub mod kinds {
     /// `{message, kind, text, by?}`: the engine took a message a person sent the task (`POST
     /// /v1/tasks/{id}/messages`), at its next durable point after the message came.
     pub const TASK_MESSAGE: &str = "task.message";
+    /// `{approval, kind, digest, request, expires_at?}`: the task asked a person to sign off
+    /// a plan or calls, released its lease and waits (`awaiting_approval`).
+    pub const APPROVAL_REQUESTED: &str = "approval.requested";
+    /// `{approval, decision, digest, comment?, by}`: a person decided; the task is queued again.
+    pub const APPROVAL_DECIDED: &str = "approval.decided";
+    /// `{approval}`: nobody decided before the request expired; `task.failed` follows.
+    pub const APPROVAL_EXPIRED: &str = "approval.expired";
     /// `{step, ...}`: one step of the test-only minimal engine.
     pub const ENGINE_STEP: &str = "engine.step";
     /// `{version}`: a plan version was written (store-level kind; the engine reports plan
@@ -131,7 +138,7 @@ pub mod kinds {
     pub const V1_LIST: &str = "v1.list";
 
     /// Every kind above.
-    pub const ALL: [&str; 34] = [
+    pub const ALL: [&str; 37] = [
         TASK_CREATED,
         TASK_CLAIMED,
         TASK_RELEASED,
@@ -141,6 +148,9 @@ pub mod kinds {
         TASK_BUDGET_EXHAUSTED,
         TASK_CANCELLED,
         TASK_MESSAGE,
+        APPROVAL_REQUESTED,
+        APPROVAL_DECIDED,
+        APPROVAL_EXPIRED,
         ENGINE_STEP,
         PLAN_VERSIONED,
         GATE_DECIDED,
@@ -199,7 +209,7 @@ pub mod kinds {
             TaskStatus::Failed => Some(TASK_FAILED),
             TaskStatus::BudgetExhausted => Some(TASK_BUDGET_EXHAUSTED),
             TaskStatus::Cancelled => Some(TASK_CANCELLED),
-            TaskStatus::Queued | TaskStatus::Running => None,
+            TaskStatus::Queued | TaskStatus::Running | TaskStatus::AwaitingApproval => None,
         }
     }
 

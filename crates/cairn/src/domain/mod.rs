@@ -12,6 +12,7 @@
 //! - [`fingerprint`] and [`repair`]: the repair ladder and the guard against repeated proposals;
 //! - [`diff`]: what changed between two plan versions.
 
+pub mod approval;
 pub mod dialect;
 pub mod event;
 pub mod gate;

@@ -46,6 +46,8 @@ pub struct EngineSettings {
     pub direct_prior_weight: f64,
     /// Model rounds of the direct act loop.
     pub direct_max_rounds: u32,
+    /// What a person must sign off before it runs (`[engine.approval]`).
+    pub approval: crate::domain::approval::ApprovalPolicy,
 }
 
 impl Default for EngineSettings {
@@ -67,6 +69,7 @@ impl Default for EngineSettings {
             direct_success_prior: 0.5,
             direct_prior_weight: 2.0,
             direct_max_rounds: 4,
+            approval: crate::domain::approval::ApprovalPolicy::default(),
         }
     }
 }

@@ -23,6 +23,9 @@ pub enum TaskStatus {
     Queued,
     /// Claimed by a worker holding a live lease.
     Running,
+    /// Waiting for a person's decision on an approval request: no worker holds it, and the
+    /// wait counts toward neither its wall-clock budget nor its tenant's running tasks.
+    AwaitingApproval,
     Succeeded,
     Failed,
     /// Stopped because the ledger's reserve ran dry while a milestone still failed.
@@ -31,9 +34,10 @@ pub enum TaskStatus {
 }
 
 impl TaskStatus {
-    pub const ALL: [TaskStatus; 6] = [
+    pub const ALL: [TaskStatus; 7] = [
         TaskStatus::Queued,
         TaskStatus::Running,
+        TaskStatus::AwaitingApproval,
         TaskStatus::Succeeded,
         TaskStatus::Failed,
         TaskStatus::BudgetExhausted,
@@ -44,6 +48,7 @@ impl TaskStatus {
         match self {
             TaskStatus::Queued => "queued",
             TaskStatus::Running => "running",
+            TaskStatus::AwaitingApproval => "awaiting_approval",
             TaskStatus::Succeeded => "succeeded",
             TaskStatus::Failed => "failed",
             TaskStatus::BudgetExhausted => "budget_exhausted",
@@ -56,7 +61,10 @@ impl TaskStatus {
     }
 
     pub fn is_terminal(self) -> bool {
-        !matches!(self, TaskStatus::Queued | TaskStatus::Running)
+        !matches!(
+            self,
+            TaskStatus::Queued | TaskStatus::Running | TaskStatus::AwaitingApproval
+        )
     }
 }
 
@@ -118,6 +126,24 @@ impl Strategy {
             .into_iter()
             .find(|strategy| strategy.as_str() == text)
     }
+}
+
+/// A plan's sign-off needs a strategy that plans: v2, or auto (whose plan, when the gate
+/// plans, is signed off; a goal the gate answers directly has no plan to sign). `Err` says why
+/// in plain words.
+pub fn check_approval(
+    mode: Option<crate::domain::approval::ApprovalMode>,
+    strategy: Strategy,
+) -> Result<(), String> {
+    use crate::domain::approval::ApprovalMode;
+    if mode == Some(ApprovalMode::Plan) && !matches!(strategy, Strategy::V2 | Strategy::Auto) {
+        return Err(format!(
+            "approval \"plan\" needs a strategy that plans (v2 or auto); the {} strategy \
+             writes no plan to sign off (ask for \"steps\" to sign off its calls)",
+            strategy.as_str()
+        ));
+    }
+    Ok(())
 }
 
 /// A task's total budget, one figure per ledger unit.
@@ -259,6 +285,10 @@ pub struct Task {
     /// registered tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
+    /// What the submitter asked to sign off (`none` unless asked; the operator's policy may
+    /// ask for more).
+    #[serde(default)]
+    pub approval: crate::domain::approval::ApprovalMode,
     /// How far the task has come, as of its last commit: milestones done of the plan's, the
     /// ones under way, spend so far per unit. On `GET /v1/tasks/{id}` once a worker has
     /// checkpointed the task.
@@ -277,6 +307,8 @@ pub struct NewTask {
     pub metadata: Value,
     /// The registered tools the task may use; `None`, every one.
     pub tools: Option<Vec<String>>,
+    /// What the submitter asked to sign off.
+    pub approval: crate::domain::approval::ApprovalMode,
 }
 
 /// The proof that a worker owns a task: who claimed it and with which fence.

@@ -45,6 +45,7 @@ impl Engines {
             tools: tools.clone(),
             config: baselines,
             validators: Default::default(),
+            approval: settings.approval.clone(),
         };
         Engines {
             v2: V2Engine::new(models, tools, settings),

@@ -223,6 +223,7 @@ mod tests {
         let now = crate::clock::Clock::now(&crate::clock::SystemClock);
         Task {
             tools: None,
+            approval: Default::default(),
             progress: None,
             id: uuid::Uuid::now_v7(),
             tenant_id: "default".into(),

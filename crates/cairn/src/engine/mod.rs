@@ -87,6 +87,9 @@ pub enum RunOutcome {
     LeaseLost,
     /// Stopped at a durable point because of shutdown; the pool releases the lease.
     Yielded,
+    /// Parked on an approval request (the engine committed `awaiting_approval` itself, which
+    /// released the lease).
+    Parked,
 }
 
 /// Failures an engine cannot turn into a task outcome itself.
@@ -125,6 +128,10 @@ impl EngineError {
 pub enum Halt {
     #[error("lease lost")]
     LeaseLost,
+    /// A call or a plan needs a person's sign-off: the attempt stops at once and parks the
+    /// task (`runtime::approvals`).
+    #[error("waiting for approval")]
+    Parked,
     #[error(transparent)]
     Error(#[from] EngineError),
 }
@@ -141,6 +148,8 @@ impl Halt {
         match result {
             Ok(outcome) => Ok(outcome),
             Err(Halt::LeaseLost) => Ok(RunOutcome::LeaseLost),
+            // Only an engine that parks returns this; anything else stops like a shutdown.
+            Err(Halt::Parked) => Ok(RunOutcome::Yielded),
             Err(Halt::Error(error)) => Err(error),
         }
     }

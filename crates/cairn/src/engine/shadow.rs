@@ -42,6 +42,8 @@ pub async fn start_shadow_by(
         budget: original.budget,
         metadata: json!({ SHADOW_OF: original.id, "original_strategy": original.strategy }),
         tools: original.tools.clone(),
+        // A shadow copy's tools are sandboxed: nothing for a person to sign off.
+        approval: Default::default(),
     };
     Ok(store.create_task_by(new, None, by, now).await?.task)
 }

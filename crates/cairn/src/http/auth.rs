@@ -58,8 +58,10 @@ impl Principal {
         }
     }
 
+    /// Whether the key may do what `scope` allows; `admin` may also decide approvals.
     pub fn has(&self, scope: Scope) -> bool {
         self.scopes.contains(&scope)
+            || (scope == Scope::Approve && self.scopes.contains(&Scope::Admin))
     }
 }
 
@@ -161,6 +163,16 @@ pub const ACCESS: &[(&str, &str, Access)] = &[
         Access::Scope(Scope::Submit),
     ),
     ("GET", "/v1/tasks/{id}/messages", Access::Scope(Scope::Read)),
+    (
+        "GET",
+        "/v1/tasks/{id}/approvals",
+        Access::Scope(Scope::Read),
+    ),
+    (
+        "POST",
+        "/v1/tasks/{id}/approvals/{approval}",
+        Access::Scope(Scope::Approve),
+    ),
     (
         "POST",
         "/v1/tasks/{id}/shadow",

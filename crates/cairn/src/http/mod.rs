@@ -15,6 +15,7 @@
 //!
 //! Every protected route is scoped to the tenant of the caller's API key ([`auth`]).
 
+pub mod approvals;
 pub mod artifacts;
 pub mod auth;
 pub mod auth_doc;

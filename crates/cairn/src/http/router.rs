@@ -25,8 +25,8 @@ use super::guard::{self, Guard};
 use super::health::OpenApiDocument;
 use super::state::{AppState, ShutdownSignal};
 use super::{
-    artifacts, auth, auth_doc, dashboard, events, extract, health, ledger, messages, metrics,
-    plan_diff, plans, rollout, shadow, stats, stream_token, tasks, tools,
+    approvals, artifacts, auth, auth_doc, dashboard, events, extract, health, ledger, messages,
+    metrics, plan_diff, plans, rollout, shadow, stats, stream_token, tasks, tools,
 };
 
 #[derive(OpenApi)]
@@ -57,6 +57,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(tasks::get_task))
         .routes(routes!(tasks::cancel_task))
         .routes(routes!(messages::post_message, messages::list_messages))
+        .routes(routes!(approvals::list_approvals))
+        .routes(routes!(approvals::decide))
         .routes(routes!(events::task_events))
         .routes(routes!(stream_token::create))
         .routes(routes!(artifacts::list_artifacts))

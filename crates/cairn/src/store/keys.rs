@@ -21,7 +21,8 @@ pub const STREAM_TOKEN_PREFIX: &str = "cairn_st_";
 const ID_BYTES: usize = 8;
 const SECRET_BYTES: usize = 32;
 
-/// What a key may do. Scopes are independent: `admin` does not imply `read`.
+/// What a key may do. Scopes are independent (`admin` does not imply `read`), except that
+/// `admin` may also decide approvals.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema,
 )]
@@ -33,16 +34,19 @@ pub enum Scope {
     Submit,
     /// Rollout, tools, statistics of any tenant.
     Admin,
+    /// Decide the tenant's approval requests (`admin` may too).
+    Approve,
 }
 
 impl Scope {
-    pub const ALL: [Scope; 3] = [Scope::Read, Scope::Submit, Scope::Admin];
+    pub const ALL: [Scope; 4] = [Scope::Read, Scope::Submit, Scope::Admin, Scope::Approve];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Scope::Read => "read",
             Scope::Submit => "submit",
             Scope::Admin => "admin",
+            Scope::Approve => "approve",
         }
     }
 
@@ -51,7 +55,7 @@ impl Scope {
     }
 }
 
-/// Parses `read,submit[,admin]` into a sorted, de-duplicated list; at least one scope.
+/// Parses `read,submit[,admin][,approve]` into a sorted, de-duplicated list; at least one scope.
 pub fn parse_scopes(text: &str) -> Result<Vec<Scope>, KeyError> {
     let mut scopes = Vec::new();
     for item in text.split(',').filter(|item| !item.trim().is_empty()) {
@@ -78,9 +82,9 @@ pub fn scopes_text(scopes: &[Scope]) -> String {
 /// Problems with a key request or a stored key.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum KeyError {
-    #[error("unknown scope {0:?}; use read, submit and/or admin")]
+    #[error("unknown scope {0:?}; use read, submit, admin and/or approve")]
     UnknownScope(String),
-    #[error("give at least one scope: read, submit and/or admin")]
+    #[error("give at least one scope: read, submit, admin and/or approve")]
     NoScopes,
     #[error("tenant must be 1 to 64 characters of letters, digits, '.', '_' or '-', got {0:?}")]
     BadTenant(String),

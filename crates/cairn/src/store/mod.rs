@@ -29,6 +29,7 @@ use crate::domain::event::Event;
 use crate::domain::task::{Lease, NewTask, Task, TaskId, TaskStatus};
 use keys::{ApiKey, NewApiKey, NewStreamToken, StoredApiKey, StreamToken};
 
+pub mod approvals;
 mod change;
 mod claim;
 pub use change::{Change, Claimed, Commit, LeaseStatus, StateJson};
@@ -55,7 +56,9 @@ pub use records::{
     Artifact, LedgerEntry, NewArtifact, NewLedgerEntry, NewPlanVersion, NewToolReceipt,
     PlanVersionRecord, ToolReceipt,
 };
+mod open;
 pub mod sqlite;
+pub use open::{StoreSettings, open};
 
 /// Failures of the store itself. Lost leases and idempotency conflicts are outcomes the caller
 /// must handle, so they are typed rather than hidden in a database error.
@@ -213,6 +216,35 @@ pub trait Store: Send + Sync + 'static {
         after: u32,
     ) -> Result<Vec<crate::domain::message::TaskMessage>, StoreError>;
 
+    /// Parks a running task on an approval request, fenced like [`Store::commit`]: stores the
+    /// request (numbered after the task's earlier ones), records `approval.requested`, moves
+    /// the task to `awaiting_approval` and clears its lease, in one transaction.
+    async fn park(
+        &self,
+        lease: &Lease,
+        park: approvals::Park,
+        now: DateTime<Utc>,
+    ) -> Result<approvals::Parked, StoreError>;
+
+    /// A tenant's task's approval requests, oldest first.
+    async fn list_approvals(
+        &self,
+        tenant_id: &str,
+        task_id: TaskId,
+    ) -> Result<Vec<crate::domain::approval::Approval>, StoreError>;
+
+    /// Decides a pending request of a waiting task whose digest matches, records
+    /// `approval.decided` (with the deciding key id) and queues the task again; anything else
+    /// writes nothing and says why.
+    async fn decide_approval(
+        &self,
+        decide: approvals::Decide<'_>,
+    ) -> Result<approvals::DecideOutcome, StoreError>;
+
+    /// Fails every waiting task whose pending request expired before `now` (`approval.expired`
+    /// then `task.failed`, with a report); returns their ids. Run by the reaper.
+    async fn expire_approvals(&self, now: DateTime<Utc>) -> Result<Vec<TaskId>, StoreError>;
+
     // The reads below are scoped by tenant like the task reads: a task of another tenant has
     // no events, plan versions, ledger entries or artifacts.
 
@@ -352,39 +384,4 @@ pub trait Store: Send + Sync + 'static {
 
     /// Wake-up hints from this store (and, on Postgres, from every replica on the database).
     fn subscribe(&self) -> broadcast::Receiver<Wakeup>;
-}
-
-/// Where the store lives (the configuration composes it).
-#[derive(Debug, Clone, PartialEq)]
-pub struct StoreSettings {
-    /// `postgres://...` to run on Postgres; `None` runs on the embedded SQLite file.
-    pub database_url: Option<crate::secret::Secret>,
-    /// The SQLite file used when no `database_url` is set.
-    pub sqlite_path: std::path::PathBuf,
-    /// Postgres connection pool size.
-    pub max_connections: u32,
-    /// How long an operation waits for a pooled Postgres connection before it fails with a
-    /// transient error (which the API answers 503).
-    pub acquire_timeout_ms: u64,
-    /// Postgres group-commit writers.
-    pub commit_writers: usize,
-}
-
-/// Opens the store the settings ask for: Postgres when `database_url` is set, else the
-/// embedded SQLite file. Does not migrate.
-pub async fn open(settings: &StoreSettings) -> Result<std::sync::Arc<dyn Store>, StoreError> {
-    Ok(match &settings.database_url {
-        Some(url) => std::sync::Arc::new(
-            postgres::PgStore::connect_with(
-                url.expose(),
-                postgres::PoolOptions {
-                    max_connections: settings.max_connections,
-                    acquire_timeout: std::time::Duration::from_millis(settings.acquire_timeout_ms),
-                    commit_writers: settings.commit_writers,
-                },
-            )
-            .await?,
-        ),
-        None => std::sync::Arc::new(sqlite::SqliteStore::open(&settings.sqlite_path).await?),
-    })
 }

@@ -199,6 +199,14 @@ pub(crate) fn stored_status(text: &str) -> Result<TaskStatus, StoreError> {
     TaskStatus::parse(text).ok_or_else(|| StoreError::Corrupt(format!("unknown status {text:?}")))
 }
 
+/// A stored approval mode, or [`StoreError::Corrupt`].
+pub(crate) fn stored_approval(
+    text: &str,
+) -> Result<crate::domain::approval::ApprovalMode, StoreError> {
+    crate::domain::approval::ApprovalMode::parse(text)
+        .ok_or_else(|| StoreError::Corrupt(format!("unknown approval mode {text:?}")))
+}
+
 /// A stored strategy name, or [`StoreError::Corrupt`].
 pub(crate) fn stored_strategy(text: &str) -> Result<Strategy, StoreError> {
     Strategy::parse(text).ok_or_else(|| StoreError::Corrupt(format!("unknown strategy {text:?}")))

@@ -261,6 +261,7 @@ async fn run_claimed(shared: &Shared, claimed: Claimed) {
     let (outcome, ok) = match &result {
         Ok(RunOutcome::Finished(status)) => (status.as_str(), *status == TaskStatus::Succeeded),
         Ok(RunOutcome::Yielded) => ("yielded", true),
+        Ok(RunOutcome::Parked) => ("awaiting_approval", true),
         Ok(RunOutcome::LeaseLost) => ("lease_lost", false),
         Err(_) => ("engine_error", false),
     };
@@ -296,6 +297,10 @@ async fn settle(
         }
         Ok(RunOutcome::LeaseLost) => {
             tracing::info!(%task_id, fence = lease.fence, "stopped: lease lost");
+            return;
+        }
+        Ok(RunOutcome::Parked) => {
+            tracing::info!(%task_id, "waiting for approval; no worker holds it");
             return;
         }
         Ok(RunOutcome::Yielded) => release(params, ReleaseReason::Shutdown, None),

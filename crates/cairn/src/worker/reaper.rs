@@ -1,4 +1,5 @@
-//! The reaper: requeues tasks whose lease expired, so a dead or stuck worker never strands a task.
+//! The reaper: requeues tasks whose lease expired, so a dead or stuck worker never strands a task,
+//! and ends the tasks whose approval request nobody answered in time.
 //!
 //! Its first pass runs as soon as it starts. That pass is what resumes the tasks of a crashed
 //! process on restart; later passes catch leases that expire while this process runs (another
@@ -32,11 +33,15 @@ pub struct Reaper {
     handle: JoinHandle<()>,
 }
 
-/// One pass: requeues every lease expired at the clock's current time.
+/// One pass: requeues every lease expired at the clock's current time, and fails every task
+/// whose approval request expired unanswered.
 pub async fn reap_once(store: &dyn Store, clock: &dyn Clock) -> Result<Vec<TaskId>, StoreError> {
     let reaped = store.reap_expired(clock.now()).await?;
     for task_id in &reaped {
         tracing::info!(%task_id, "lease expired; task requeued");
+    }
+    for task_id in store.expire_approvals(clock.now()).await? {
+        tracing::info!(%task_id, "approval request expired unanswered; task failed");
     }
     Ok(reaped)
 }

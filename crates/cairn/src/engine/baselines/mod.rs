@@ -73,6 +73,8 @@ pub struct Ports {
     pub config: BaselineConfig,
     /// The tools' argument validators, shared by every attempt of the baselines.
     pub validators: Arc<Validators>,
+    /// The operator's approval policy: a baseline's calls are signed off like v2's.
+    pub approval: crate::domain::approval::ApprovalPolicy,
 }
 
 /// A baseline's own progress, kept in the v2 state's free slot so it resumes from the
@@ -119,16 +121,22 @@ impl Progress {
 /// Builds the shared run context for one attempt (the same one v2 uses), resuming `engine`'s
 /// checkpoint.
 pub fn context(ports: &Ports, ctx: RunContext, engine: EngineKind) -> Result<Attempt, EngineError> {
-    let state = TaskState::resume(ctx.state.as_ref(), engine)?;
+    let mut state = TaskState::resume(ctx.state.as_ref(), engine)?;
+    let after_park = std::mem::take(&mut state.parked);
     let specs = ctx.offered_tools(ports.tools.specs());
     Ok(Attempt {
         journal: Journal::new(ctx, state),
         models: ports.models.clone(),
         tools: ports.tools.clone(),
-        config: EngineSettings::default(),
+        config: EngineSettings {
+            approval: ports.approval.clone(),
+            ..EngineSettings::default()
+        },
         specs,
         validators: ports.validators.clone(),
         halt: AtomicBool::new(false),
+        approvals: Default::default(),
+        after_park,
     })
 }
 

@@ -34,7 +34,7 @@ impl OneShotEngine {
 impl Engine for OneShotEngine {
     async fn run(&self, ctx: RunContext) -> Result<RunOutcome, EngineError> {
         let cx = context(&self.ports, ctx, EngineKind::OneShot)?;
-        Halt::settle(run(&cx).await)
+        crate::engine::runtime::approvals::settle(&cx, run(&cx).await).await
     }
 }
 

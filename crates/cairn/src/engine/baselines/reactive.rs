@@ -40,7 +40,7 @@ impl Engine for ReactiveEngine {
     async fn run(&self, ctx: RunContext) -> Result<RunOutcome, EngineError> {
         let cx = context(&self.ports, ctx, EngineKind::Reactive)?;
         let max_rounds = self.ports.config.reactive_max_rounds;
-        Halt::settle(run(&cx, max_rounds).await)
+        crate::engine::runtime::approvals::settle(&cx, run(&cx, max_rounds).await).await
     }
 }
 

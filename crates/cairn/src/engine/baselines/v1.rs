@@ -41,7 +41,7 @@ impl Engine for V1Engine {
     async fn run(&self, ctx: RunContext) -> Result<RunOutcome, EngineError> {
         let cx = context(&self.ports, ctx, EngineKind::V1)?;
         let max_lists = self.ports.config.v1_max_replans + 1;
-        Halt::settle(run(&cx, max_lists).await)
+        crate::engine::runtime::approvals::settle(&cx, run(&cx, max_lists).await).await
     }
 }
 

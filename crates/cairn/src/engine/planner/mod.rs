@@ -42,6 +42,7 @@ pub mod repair;
 pub mod report;
 pub mod runner;
 pub mod schedule;
+pub mod signoff;
 pub mod steering;
 pub mod strategic;
 pub mod tactical;
@@ -90,6 +91,7 @@ impl Engine for V2Engine {
         };
         // How this attempt schedules milestones, whatever an earlier attempt's did.
         state.sequential = self.config.max_parallel <= 1;
+        let after_park = std::mem::take(&mut state.parked);
         let specs = ctx.offered_tools(self.tools.specs());
         let cx = Arc::new(Attempt {
             journal: Journal::new(ctx, state),
@@ -99,6 +101,8 @@ impl Engine for V2Engine {
             specs,
             validators: self.validators.clone(),
             halt: AtomicBool::new(false),
+            approvals: Default::default(),
+            after_park,
         });
         let driven = drive(cx.clone()).await;
         // A yielding run hands the task back with every transition it made committed.
@@ -106,7 +110,7 @@ impl Engine for V2Engine {
             Ok(RunOutcome::Yielded) => cx.journal.flush().await.map(|()| RunOutcome::Yielded),
             other => other,
         };
-        Halt::settle(driven)
+        crate::engine::runtime::approvals::settle(&cx, driven).await
     }
 }
 
@@ -156,6 +160,10 @@ async fn drive(cx: Arc<Attempt>) -> Result<RunOutcome, Halt> {
             return report::finish(&cx, ending).await;
         }
         if cx.journal.read(|s| s.phase).await != Phase::Verify {
+            // A plan that needs a person's sign-off waits for it before any of it runs.
+            if let Some(ending) = signoff::before_running(&cx).await? {
+                return report::finish(&cx, ending).await;
+            }
             match schedule::execute(&cx).await? {
                 Flow::AllDone => {}
                 Flow::Stopped => return Ok(cx.stop_outcome()),

@@ -125,7 +125,7 @@ async fn begin(
                 .await?;
             Ok(None)
         }
-        Some(MilestoneStatus::Active) if resumed => {
+        Some(MilestoneStatus::Active) if resumed && !cx.after_park => {
             // The world may have changed while no one was watching: check before trusting.
             let checked = monitor::check(cx, milestone_id, CheckCause::Resume).await?;
             if let Some(unit) = checked.exhausted {

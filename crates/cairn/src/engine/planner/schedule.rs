@@ -23,6 +23,7 @@ use crate::domain::ledger::Unit;
 use crate::domain::plan::MilestoneStatus;
 use crate::domain::repair::ReplanReason;
 use crate::domain::task::TaskStatus;
+use crate::engine::runtime::approvals::PlanGate;
 use crate::engine::runtime::attempt::Attempt;
 use crate::engine::runtime::checkpoint::{Failure, MilestoneOutcome, Record, TaskState};
 use crate::engine::{EngineError, Halt};
@@ -224,6 +225,10 @@ impl Schedule {
             let failed = ladder.then_some(id);
             if let Some(ending) = replan_strategy(cx, failure, failed, replan.cause).await? {
                 return Ok(Some(Flow::Ended(ending)));
+            }
+            // The new version's new or changed milestones may wait for a person's sign-off.
+            if cx.plan_waits().await? != PlanGate::Clear {
+                return Err(Halt::Parked);
             }
             self.resumed.clear();
             return Ok(None);

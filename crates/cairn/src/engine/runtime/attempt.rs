@@ -61,6 +61,11 @@ pub struct Attempt {
     pub validators: Arc<Validators>,
     /// Set when one milestone's outcome ends the others' runs (failure, exhaustion, L3).
     pub halt: std::sync::atomic::AtomicBool,
+    /// What a person signed off, and what this attempt waits for ([`super::approvals`]).
+    pub approvals: super::signoff::Approvals,
+    /// The previous attempt parked for a sign-off: its active milestones resume where they
+    /// stopped, without the re-check a crash calls for.
+    pub after_park: bool,
 }
 
 /// The argument validators of the registered tools, each compiled from its JSON Schema on
@@ -159,7 +164,25 @@ impl Attempt {
 
     /// Calls a tool, after committing whatever is staged: nothing staged waits past a tool
     /// call (the journal's rule), whichever part of the engine makes it. `Err` is the flush's.
+    /// A call that needs a sign-off nobody gave stops the attempt ([`Halt::Parked`]); one a
+    /// person rejected is answered as the tool's refusal, and costs no call.
     pub async fn call_tool(&self, call: ToolCall) -> Result<Called, Halt> {
+        match self.gate_call(&call).await? {
+            super::signoff::CallGate::Run => {}
+            super::signoff::CallGate::Refused(why) => {
+                return Ok(Called {
+                    reply: Ok(ToolReply {
+                        error: Some(why),
+                        ..ToolReply::default()
+                    }),
+                    spend: Spend::default(),
+                });
+            }
+            super::signoff::CallGate::Wait => {
+                self.halt.store(true, Ordering::SeqCst);
+                return Err(Halt::Parked);
+            }
+        }
         self.journal.flush().await?;
         let started = Instant::now();
         let reply = self.tools.call(call).await;

@@ -94,6 +94,8 @@ impl Closed {
     fn of(halt: &Halt) -> Self {
         match halt {
             Halt::LeaseLost => Closed::LeaseLost,
+            // A park is no failed transition; were it ever one, nothing more is written.
+            Halt::Parked => Closed::LeaseLost,
             Halt::Error(error) => Closed::Failed {
                 reason: error.to_string(),
                 transient: error.is_transient(),

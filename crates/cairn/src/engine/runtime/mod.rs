@@ -10,10 +10,13 @@
 //!   between them share one commit).
 //! - [`attempt`]: the [`attempt::Attempt`] of one run at a task: journal, ports, settings, the
 //!   tool registry, and the two ways of spending budget (asking a model, calling a tool).
+//! - [`approvals`]: what a person must sign off before a call or a plan runs, and parking the
+//!   task while they decide.
 //! - [`ledger`]: charging spend to the books and persisting the movements.
 //! - [`turns`]: an act loop's observations as a conversation with the model.
 
 pub mod adapters;
+pub mod approvals;
 pub mod attempt;
 pub mod checkpoint;
 pub mod journal;
@@ -22,4 +25,5 @@ pub mod ports;
 pub mod progress;
 pub mod receipted;
 pub mod sandbox;
+pub mod signoff;
 pub mod turns;

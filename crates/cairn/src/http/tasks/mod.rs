@@ -70,6 +70,11 @@ pub struct CreateTaskRequest {
     #[serde(default)]
     #[schema(value_type = Option<TaskTools>)]
     pub tools: Option<Vec<String>>,
+    /// What a person must sign off before it runs: `plan` (each plan version's new or changed
+    /// milestones), `steps` (every side-effecting call, with its resolved arguments) or `none`
+    /// (the default). The operator's policy may ask for more, never for less.
+    #[serde(default)]
+    pub approval: Option<crate::domain::approval::ApprovalMode>,
 }
 
 impl CreateTaskRequest {
@@ -143,6 +148,13 @@ impl CreateTaskRequest {
         if let (Some(tools), Some(object)) = (&self.tools, canonical.as_object_mut()) {
             object.insert("tools".into(), json!(tools));
         }
+        let approval = self.approval.unwrap_or_default();
+        if let (true, Some(object)) = (
+            approval != crate::domain::approval::ApprovalMode::None,
+            canonical.as_object_mut(),
+        ) {
+            object.insert("approval".into(), json!(approval));
+        }
         canonical
     }
 }
@@ -189,6 +201,11 @@ pub async fn create_task(
 ) -> Result<Response, ApiError> {
     let key = idempotency::key_from_headers(&headers)?;
     request.validate()?;
+    crate::domain::task::check_approval(request.approval, request.strategy.unwrap_or_default())
+        .map_err(|detail| ApiError::Validation {
+            errors: vec![detail.clone()],
+            detail,
+        })?;
     request.check_tools(&state.tools.current())?;
     let budget = request.budget_over(state.settings.default_budget);
     let idempotency = key.map(|key| IdempotencyClaim {
@@ -203,6 +220,7 @@ pub async fn create_task(
         budget,
         metadata: request.metadata.unwrap_or_else(|| json!({})),
         tools: request.tools,
+        approval: request.approval.unwrap_or_default(),
     };
     let by = Some(principal.key_id.as_str());
     let created = state

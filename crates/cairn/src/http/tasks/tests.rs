@@ -5,6 +5,7 @@ use super::*;
 fn request(goal: &str) -> CreateTaskRequest {
     CreateTaskRequest {
         tools: None,
+        approval: None,
         goal: goal.into(),
         budget: Some(BudgetRequest::from(Budget {
             tokens: 1000,

@@ -19,7 +19,7 @@ macro_rules! task_columns {
     () => {
         "id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, budget_wall_ms, \
          metadata, status, created_at, updated_at, started_at, finished_at, plan_version, \
-         result, attempts, last_seq, tools"
+         result, attempts, last_seq, tools, approval"
     };
 }
 pub(super) use task_columns;
@@ -48,6 +48,7 @@ pub(super) fn task(row: &PgRow) -> Result<Task, StoreError> {
         attempts: row.try_get("attempts")?,
         last_seq: row.try_get("last_seq")?,
         tools: rules::stored_tools(row.try_get("tools")?)?,
+        approval: rules::stored_approval(&row.try_get::<String, _>("approval")?)?,
         progress: None,
     })
 }

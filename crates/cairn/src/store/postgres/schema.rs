@@ -56,6 +56,11 @@ const MIGRATIONS: Embedded = &[
         "messages to a task",
         include_str!("../../../../../migrations/postgres/0009_task_messages.sql"),
     ),
+    (
+        10,
+        "approvals",
+        include_str!("../../../../../migrations/postgres/0010_approvals.sql"),
+    ),
 ];
 
 pub(super) fn migrator() -> Migrator {

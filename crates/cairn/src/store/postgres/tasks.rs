@@ -109,14 +109,15 @@ async fn insert_tasks(
         "WITH input AS ( \
             SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bigint[], \
                 $6::bigint[], $7::bigint[], $8::jsonb[], $9::timestamptz[], $10::text[], \
-                $12::text[]) \
+                $12::text[], $13::text[]) \
                 AS i(id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, \
-                    budget_wall_ms, metadata, now, event, tools) \
+                    budget_wall_ms, metadata, now, event, tools, approval) \
          ), created AS ( \
             INSERT INTO tasks (id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, \
-                budget_wall_ms, metadata, status, created_at, updated_at, last_seq, tools) \
+                budget_wall_ms, metadata, status, created_at, updated_at, last_seq, tools, \
+                approval) \
             SELECT id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, \
-                budget_wall_ms, metadata, 'queued', now, now, 1, NULLIF(tools, '') \
+                budget_wall_ms, metadata, 'queued', now, now, 1, NULLIF(tools, ''), approval \
             FROM input RETURNING * \
          ), logged AS ( \
             INSERT INTO events (task_id, seq, kind, data, created_at) \
@@ -138,6 +139,7 @@ async fn insert_tasks(
     .bind(columns.events)
     .bind(kinds::TASK_CREATED)
     .bind(columns.tools)
+    .bind(columns.approvals)
     .fetch_all(conn)
     .await?;
     let mut created = HashMap::with_capacity(rows.len());
@@ -171,6 +173,7 @@ struct NewColumns {
     events: Vec<String>,
     /// The tool lists as JSON text, `""` for none (`NULL` in the row).
     tools: Vec<String>,
+    approvals: Vec<&'static str>,
 }
 
 impl NewColumns {
@@ -191,6 +194,7 @@ impl NewColumns {
         self.nows.push(member.now);
         self.tools
             .push(rules::tools_text(new.tools.as_deref()).unwrap_or_default());
+        self.approvals.push(new.approval.as_str());
         self.events
             .push(rules::created_event(new, member.by.as_deref()).to_string());
         Ok(())

@@ -41,6 +41,7 @@ use crate::domain::event::Event;
 use crate::domain::task::{Lease, NewTask, Task, TaskId};
 use crate::store::keys::{ApiKey, NewApiKey, NewStreamToken, StoredApiKey, StreamToken};
 
+mod approvals;
 mod commit;
 mod history;
 mod keys;
@@ -177,6 +178,34 @@ impl Store for SqliteStore {
         post: super::PostMessage<'_>,
     ) -> Result<super::PostOutcome, StoreError> {
         self.post_message_tx(post).await
+    }
+
+    async fn park(
+        &self,
+        lease: &Lease,
+        park: super::approvals::Park,
+        now: DateTime<Utc>,
+    ) -> Result<super::approvals::Parked, StoreError> {
+        self.park_tx(lease, park, now).await
+    }
+
+    async fn list_approvals(
+        &self,
+        tenant_id: &str,
+        task_id: TaskId,
+    ) -> Result<Vec<crate::domain::approval::Approval>, StoreError> {
+        self.list_approval_rows(tenant_id, task_id).await
+    }
+
+    async fn decide_approval(
+        &self,
+        decide: super::approvals::Decide<'_>,
+    ) -> Result<super::approvals::DecideOutcome, StoreError> {
+        self.decide_tx(decide).await
+    }
+
+    async fn expire_approvals(&self, now: DateTime<Utc>) -> Result<Vec<TaskId>, StoreError> {
+        self.expire_tx(now).await
     }
 
     async fn list_messages(

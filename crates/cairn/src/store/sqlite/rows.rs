@@ -22,7 +22,7 @@ macro_rules! task_columns {
     () => {
         "id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, budget_wall_ms, \
          metadata, status, created_at, updated_at, started_at, finished_at, plan_version, \
-         result, attempts, last_seq, tools"
+         result, attempts, last_seq, tools, approval"
     };
 }
 pub(super) use task_columns;
@@ -36,7 +36,7 @@ pub(super) fn from_millis(ms: i64) -> Result<DateTime<Utc>, StoreError> {
         .ok_or_else(|| StoreError::Corrupt(format!("timestamp out of range: {ms}")))
 }
 
-fn opt_from_millis(ms: Option<i64>) -> Result<Option<DateTime<Utc>>, StoreError> {
+pub(super) fn opt_from_millis(ms: Option<i64>) -> Result<Option<DateTime<Utc>>, StoreError> {
     ms.map(from_millis).transpose()
 }
 
@@ -99,6 +99,7 @@ pub(super) fn task_from_row(row: &SqliteRow) -> Result<Task, StoreError> {
             .transpose()?,
         attempts: small_int("attempts", row.try_get("attempts")?)?,
         tools: rules::stored_tools(row.try_get("tools")?)?,
+        approval: rules::stored_approval(&row.try_get::<String, _>("approval")?)?,
         progress: None,
         last_seq: row.try_get("last_seq")?,
     })

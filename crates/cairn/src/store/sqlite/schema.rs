@@ -32,6 +32,11 @@ const MIGRATIONS: Embedded = &[
         "messages to a task",
         include_str!("../../../../../migrations/sqlite/0005_task_messages.sql"),
     ),
+    (
+        6,
+        "approvals",
+        include_str!("../../../../../migrations/sqlite/0006_approvals.sql"),
+    ),
 ];
 
 pub(super) fn migrator() -> Migrator {

@@ -208,6 +208,14 @@ pub struct TaskState {
     /// The number of the last message a person sent the task that the engine took.
     #[serde(default)]
     pub messages_seen: u32,
+    /// The number of the last approval request whose decision the engine acted on (a plan
+    /// sent back to revise, a plan rejected): a crash never acts on one twice.
+    #[serde(default)]
+    pub approvals_taken: u32,
+    /// The attempt that wrote this checkpoint stopped to wait for a sign-off: nothing ran
+    /// since, so the next attempt resumes its active milestones without re-checking them.
+    #[serde(default)]
+    pub parked: bool,
     /// This attempt runs its milestones one at a time (`max_parallel` 1): a waiting milestone's
     /// wall time may be lent to the running one (`domain::ledger::Lenders`). The attempt's
     /// setting, not the task's history: set by each attempt, never stored.

@@ -161,7 +161,7 @@ export function mountTask(view, id) {
         task.finished_at ? h('span', { class: 'muted' }, `ended ${when(task.finished_at)}`) : null,
         task.plan_version ? h('span', {}, `plan v${task.plan_version}`) : null,
         task.tools ? h('span', { class: 'muted' }, `tools: ${task.tools.join(', ')}`) : null,
-        ['queued', 'running'].includes(task.status) ? cancel : null));
+        ['queued', 'running', 'awaiting_approval'].includes(task.status) ? cancel : null));
   }
 
   // Sections are re-drawn only when their data changed, so an expanded <details> stays open

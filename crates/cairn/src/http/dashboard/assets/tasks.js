@@ -6,7 +6,7 @@ import { h, put, badge, when, notice, short } from './dom.js';
 
 const POLL_MS = 3000;
 const PAGE_SIZE = 25;
-const STATUSES = ['queued', 'running', 'succeeded', 'failed', 'budget_exhausted', 'cancelled'];
+const STATUSES = ['queued', 'running', 'awaiting_approval', 'succeeded', 'failed', 'budget_exhausted', 'cancelled'];
 const STRATEGIES = ['auto', 'direct', 'v2', 'one_shot', 'reactive', 'v1'];
 
 // Kept across visits so that coming back from a task shows the same filters and page.
