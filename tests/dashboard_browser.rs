@@ -1,7 +1,8 @@
 //! The web dashboard in a real browser: `cairn serve` (the real engines on the built-in
 //! simulator, authentication on) and tests/browser/dashboard.mjs driving Debian's chromium
 //! through playwright-core. It signs in with a key (a wrong one is refused in words), submits a
-//! goal through the form and follows it live to its end, opens a task and waits for the
+//! goal through the form and follows it live to its end, submits one whose calls wait for a
+//! sign-off and approves each request on the task page, opens a task and waits for the
 //! milestone graph, the timeline, the ledger chart, the artifacts and the plan versions, and
 //! checks that the key never reaches storage, a cookie or a URL; any script error or CSP
 //! violation fails it. Screenshots go to target/tmp/dashboard (to docs/img with
@@ -47,7 +48,7 @@ fn browser_installed() {
 async fn the_dashboard_follows_a_task_in_a_browser() {
     browser_installed();
     let db = common::TestSqlite::create();
-    let key = serve_process::create_key(&db.path, "read,submit", "dashboard").await;
+    let key = serve_process::create_key(&db.path, "read,submit,approve", "dashboard").await;
     let serve = Serve::start(
         Db::Sqlite(&db.path),
         &[
@@ -67,6 +68,7 @@ async fn the_dashboard_follows_a_task_in_a_browser() {
         .env("CAIRN_URL", format!("http://{}", serve.addr))
         .env("CAIRN_KEY", &key)
         .env("CAIRN_LIVE", "1")
+        .env("CAIRN_APPROVE", "1")
         .env("SCREENSHOTS", &shots)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -84,6 +86,11 @@ async fn the_dashboard_follows_a_task_in_a_browser() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(output.status.success(), "the browser test failed:\n{said}");
+    assert!(
+        said.contains("the task succeeded"),
+        "no task was approved on its page:\n{said}"
+    );
+    println!("{said}");
     for shot in ["dashboard-tasks.png", "dashboard-task.png"] {
         let size = std::fs::metadata(shots.join(shot)).map_or(0, |m| m.len());
         assert!(

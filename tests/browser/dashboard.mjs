@@ -4,6 +4,8 @@
 //   CAIRN_KEY    an API key with the read scope (and submit for CAIRN_LIVE); unset: no sign-in
 //   SCREENSHOTS  folder for dashboard-tasks.png and dashboard-task.png (default: .)
 //   CAIRN_LIVE=1 first submit a goal through the form and follow it live over SSE to its end
+//   CAIRN_APPROVE=1 then submit a goal asking to sign off its calls (`steps`; the key needs the
+//                approve scope) and approve each request on the task page until the task ends
 //   CAIRN_TASK   open this task id instead of choosing one from the list
 //   CHROMIUM     the browser (default /usr/bin/chromium)
 //
@@ -18,6 +20,7 @@ const key = process.env.CAIRN_KEY || '';
 const shots = process.env.SCREENSHOTS || '.';
 const live = process.env.CAIRN_LIVE === '1';
 const chosen = process.env.CAIRN_TASK || '';
+const approve = process.env.CAIRN_APPROVE === '1';
 const TIMEOUT = Number(process.env.CAIRN_TIMEOUT_MS || 60000);
 
 class Missing extends Error {}
@@ -52,6 +55,43 @@ async function signIn(page) {
     const msg = await page.locator('#sign-in .notice').allTextContents();
     throw new Missing(`signing in with CAIRN_KEY failed: ${msg.join(' ') || 'the form stayed up'}`);
   }
+}
+
+/** Submits a goal whose calls wait for a sign-off and approves each on the task page. */
+async function approveLive(page) {
+  await page.goto(`${base}/#/new`);
+  await page.locator('#submit-form').waitFor({ timeout: 15000 });
+  await page.fill('#goal', 'Rename config key db.url to db.dsn in services A, B and C');
+  await page.selectOption('#strategy', 'v2');
+  await page.selectOption('#approval-mode', 'steps');
+  await page.click('#submit-form button[type=submit]');
+  await page.waitForURL(/#\/tasks\/[0-9a-f-]{36}$/, { timeout: 15000 });
+  let approved = 0;
+  for (let round = 0; round < 20; round++) {
+    const next = await Promise.race([
+      page.locator('#approval-approve').waitFor({ timeout: TIMEOUT }).then(() => 'ask'),
+      page.locator('#stream-state', { hasText: 'ended' }).waitFor({ timeout: TIMEOUT }).then(() => 'ended'),
+    ]).catch(() => 'timeout');
+    if (next === 'ended') break;
+    if (next === 'timeout') throw new Missing('the waiting task showed no approval request, and did not end');
+    const asked = await page.locator('#approval li').allTextContents();
+    if (!asked.length) throw new Missing('the approval request shows no call');
+    const heading = await page.locator('#approval h3').textContent();
+    await page.click('#approval-approve');
+    approved += 1;
+    // The next request may follow at once: wait for this one to leave, not for the panel.
+    await page.waitForFunction((prev) => {
+      const shown = document.querySelector('#approval h3');
+      return !shown || shown.textContent !== prev;
+    }, heading, { timeout: TIMEOUT, polling: 100 }).catch(async () => {
+      const said = await page.locator('#approval .notice').allTextContents();
+      throw new Missing(`approving "${heading}" left it on the page ${said.join(' ')}`);
+    });
+  }
+  if (!approved) throw new Missing('the task asked for no approval');
+  const terminal = await page.locator('ol.timeline li.event').last().getAttribute('data-kind');
+  if (terminal !== 'task.succeeded') throw new Missing(`the approved task ended with ${terminal}`);
+  console.log(`dashboard test: approved ${approved} requests on the task page; the task succeeded`);
 }
 
 /** Submits a goal through the form and follows the task until the page says it ended. */
@@ -89,6 +129,7 @@ async function run(page, seenUrls) {
     throw new Missing('the server asks for an API key: set CAIRN_KEY');
   }
   if (live) await submitLive(page);
+  if (approve) await approveLive(page);
 
   await page.goto(`${base}/#/tasks`);
   await expectAtLeast(page, 'tr.task-row', 1, 'the task list shows no task (submit one first, or set CAIRN_LIVE=1)');

@@ -43,6 +43,7 @@ const FILES: &[(&str, &str, &str)] = &[
     ("timeline.js", JS, include_str!("assets/timeline.js")),
     ("stats.js", JS, include_str!("assets/stats.js")),
     ("submit.js", JS, include_str!("assets/submit.js")),
+    ("approvals.js", JS, include_str!("assets/approvals.js")),
 ];
 
 /// The dashboard's routes (none when it is turned off: `/` is then a 404 like any unknown path).

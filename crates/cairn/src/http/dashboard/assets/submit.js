@@ -6,6 +6,8 @@ import { api } from './api.js';
 import { h, put, notice } from './dom.js';
 
 const STRATEGIES = ['auto', 'direct', 'v2', 'one_shot', 'reactive', 'v1'];
+const APPROVALS = [['none', 'nothing beyond the operator\'s policy'], ['steps', 'every side-effecting call'],
+  ['plan', 'the plan (v2 and auto)']];
 const UNITS = [['tokens', 'tokens'], ['tool_calls', 'tool calls'], ['wall_ms', 'wall ms']];
 
 function newKey() {
@@ -22,6 +24,8 @@ export function mountSubmit(view) {
   const units = UNITS.map(([name, label]) => [name, label,
     h('input', { type: 'number', min: 1, step: 1, name, id: `budget-${name}`, placeholder: 'default' })]);
   const tools = h('input', { type: 'text', name: 'tools', id: 'tools', placeholder: 'every registered tool' });
+  const approval = h('select', { name: 'approval', id: 'approval-mode' },
+    APPROVALS.map(([value, label]) => h('option', { value }, `${value}: ${label}`)));
   const toolHint = h('p', { class: 'muted small' });
   const status = h('div', { class: 'form-status' });
   const button = h('button', { type: 'submit' }, 'Submit');
@@ -33,6 +37,7 @@ export function mountSubmit(view) {
     h('fieldset', {}, h('legend', {}, 'Budget (empty: the server\'s default)'),
       units.map(([name, label, input]) => h('label', { for: `budget-${name}`, class: 'inline' }, label, input))),
     h('label', { for: 'tools' }, 'Tools (comma-separated names; empty: every registered tool)'), tools, toolHint,
+    h('label', { for: 'approval-mode' }, 'A person signs off'), approval,
     button, status);
 
   form.addEventListener('input', () => { key = newKey(); });
@@ -46,6 +51,7 @@ export function mountSubmit(view) {
     if (Object.keys(budget).length) body.budget = budget;
     const names = tools.value.split(',').map((t) => t.trim()).filter(Boolean);
     if (names.length) body.tools = names;
+    if (approval.value !== 'none') body.approval = approval.value;
     button.disabled = true;
     put(status, notice('Submitting…', 'info'));
     try {

@@ -9,12 +9,14 @@ import { drawDag, foldMilestoneEvent } from './dag.js';
 import { drawLedger } from './ledger.js';
 import { drawPlans } from './plans.js';
 import { eventRow, isTerminal } from './timeline.js';
+import { approvalView } from './approvals.js';
 
 // Every kind in the catalog: an EventSource delivers a named event only to a listener for that
 // name. An event of a kind not listed here is still shown: the next one reveals the gap in seq
 // numbers and the page reads the missing events as JSON.
 const KINDS = ['task.created', 'task.claimed', 'task.released', 'task.lease_expired',
-  'task.succeeded', 'task.failed', 'task.budget_exhausted', 'task.cancelled', 'engine.step',
+  'task.succeeded', 'task.failed', 'task.budget_exhausted', 'task.cancelled', 'task.message',
+  'approval.requested', 'approval.decided', 'approval.expired', 'engine.step',
   'plan.versioned', 'gate.decided', 'gate.outcome', 'plan.refused', 'plan.accepted',
   'plan.declined', 'plan.stale', 'milestone.started', 'milestone.steps_planned',
   'milestone.steps_refused', 'step.finished', 'executor.drift', 'monitor.decided',
@@ -100,12 +102,12 @@ export function mountTask(view, id) {
   const el = {
     messages: h('div', { class: 'messages' }),
     head: h('div', { class: 'task-head' }, h('p', { class: 'muted' }, 'Loading…')),
-    progress: h('div', {}), result: h('div', {}), dag: h('div', {}),
+    approval: h('div', {}), progress: h('div', {}), result: h('div', {}), dag: h('div', {}),
     ledger: h('div', {}), plans: h('div', {}), artifacts: h('div', {}),
     timeline: h('ol', { class: 'timeline' }),
     stream: h('span', { class: 'stream-state muted small', id: 'stream-state' }),
   };
-  put(view, h('p', {}, h('a', { href: '#/tasks' }, '← Tasks')), el.messages, el.head,
+  put(view, h('p', {}, h('a', { href: '#/tasks' }, '← Tasks')), el.messages, el.head, el.approval,
     h('div', { class: 'grid' },
       section('Progress', 'progress', el.progress),
       section('Result', 'result', el.result)),
@@ -116,7 +118,7 @@ export function mountTask(view, id) {
     section('Artifacts', 'artifacts', el.artifacts),
     section('Events', 'events', h('div', { class: 'toolbar' }, el.stream), el.timeline));
 
-  const snap = { task: null, plans: [], ledger: null, artifacts: [] };
+  const snap = { task: null, plans: [], ledger: null, artifacts: [], approvals: [] };
   const overlay = new Map(); // milestone id -> {status, seq} as the events tell it
   const diffs = new Map();
   const problems = {};
@@ -178,6 +180,8 @@ export function mountTask(view, id) {
     const task = snap.task;
     if (!task) return;
     update('head', task, () => drawHead(task));
+    update('approval', [task.status, snap.approvals], () => put(el.approval,
+      task.status === 'awaiting_approval' ? approvalView(path, snap.approvals, scheduleRefresh) : null));
     update('progress', [task.progress, task.budget], () => put(el.progress, progressView(task)));
     update('result', task.result, () => put(el.result, resultView(task)));
     const latest = snap.plans.reduce((a, b) => (!a || b.version > a.version ? b : a), null);
@@ -213,8 +217,9 @@ export function mountTask(view, id) {
   }
 
   async function refresh() {
-    const [task, plans, ledger, artifacts] = await Promise.allSettled([
-      api(path), api(`${path}/plans`), api(`${path}/ledger`), api(`${path}/artifacts`)]);
+    const [task, plans, ledger, artifacts, approvals] = await Promise.allSettled([
+      api(path), api(`${path}/plans`), api(`${path}/ledger`), api(`${path}/artifacts`),
+      api(`${path}/approvals`)]);
     if (stopped) return;
     const take = (what, outcome, apply) => {
       if (outcome.status === 'fulfilled') { apply(outcome.value); problems[what] = null; }
@@ -225,6 +230,7 @@ export function mountTask(view, id) {
     take('the plan versions', plans, (v) => { snap.plans = v.items || []; });
     take('the ledger', ledger, (v) => { snap.ledger = v; });
     take('the artifacts', artifacts, (v) => { snap.artifacts = v.items || []; });
+    take('the approvals', approvals, (v) => { snap.approvals = v.items || []; });
     showProblems();
     draw();
   }
