@@ -128,24 +128,6 @@ impl Strategy {
     }
 }
 
-/// A plan's sign-off needs a strategy that plans: v2, or auto (whose plan, when the gate
-/// plans, is signed off; a goal the gate answers directly has no plan to sign). `Err` says why
-/// in plain words.
-pub fn check_approval(
-    mode: Option<crate::domain::approval::ApprovalMode>,
-    strategy: Strategy,
-) -> Result<(), String> {
-    use crate::domain::approval::ApprovalMode;
-    if mode == Some(ApprovalMode::Plan) && !matches!(strategy, Strategy::V2 | Strategy::Auto) {
-        return Err(format!(
-            "approval \"plan\" needs a strategy that plans (v2 or auto); the {} strategy \
-             writes no plan to sign off (ask for \"steps\" to sign off its calls)",
-            strategy.as_str()
-        ));
-    }
-    Ok(())
-}
-
 /// A task's total budget, one figure per ledger unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

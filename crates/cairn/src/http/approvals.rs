@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::domain::approval::{
-    Approval, ApprovalKind, Decision, DecisionRequest, MAX_COMMENT_CHARS,
+    Approval, ApprovalKind, ApprovalState, Decision, DecisionRequest, MAX_COMMENT_CHARS,
 };
 use crate::domain::task::is_blank;
 use crate::http::AppState;
@@ -105,7 +105,7 @@ fn approval_number(text: &str) -> Result<u32, ApiError> {
         (status = 409, description = "The digest is not the pending request's, the request was already decided or expired, or the task no longer waits.", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is larger than the configured limit.", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not sent as application/json.", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Wrong types, unknown or missing fields, a revise of calls or without a comment, or a comment too long.", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Wrong types, unknown or missing fields; on the pending request with its digest, a revise of calls or without a comment, or a comment with a NUL.", body = Problem, content_type = "application/problem+json"),
         StoreFailure,
     )
 )]
@@ -117,24 +117,34 @@ pub async fn decide(
 ) -> Result<Json<Approval>, ApiError> {
     let id = parse_task_id(&id)?;
     let approval = approval_number(&approval)?;
-    let comment = checked_comment(&request)?;
     let tenant = principal.tenant.as_str();
-    if request.decision == Decision::Revise {
-        let listed = state.store.list_approvals(tenant, id).await?;
-        if let Some(found) = listed.iter().find(|a| a.id == approval)
-            && found.kind == ApprovalKind::Steps
-        {
-            return Err(invalid(
-                "revise applies to a plan; a call is approved or rejected".into(),
-            ));
-        }
+    let digest = request.digest.trim();
+    // What the store would refuse is answered first: a decision on something that is not
+    // pending, or not what it names, is a conflict whatever its comment says.
+    let listed = state.store.list_approvals(tenant, id).await?;
+    let found = listed.iter().find(|a| a.id == approval);
+    let early = match found {
+        None => Some(DecideOutcome::NotFound),
+        Some(a) if a.state != ApprovalState::Pending => Some(DecideOutcome::NotPending(a.state)),
+        Some(a) if a.digest != digest => Some(DecideOutcome::Stale),
+        Some(_) => None,
+    };
+    if let Some(outcome) = early {
+        return Err(refused(outcome, id, approval));
     }
+    if request.decision == Decision::Revise && found.is_some_and(|a| a.kind == ApprovalKind::Steps)
+    {
+        return Err(invalid(
+            "revise applies to a plan; a call is approved or rejected".into(),
+        ));
+    }
+    let comment = checked_comment(&request)?;
     let decide = Decide {
         tenant_id: tenant,
         task_id: id,
         approval,
         decision: request.decision,
-        digest: request.digest.trim(),
+        digest,
         comment: comment.as_deref(),
         by: principal.key_id.as_str(),
         now: state.clock.now(),
@@ -145,20 +155,27 @@ pub async fn decide(
                 approval, state = decided.state.as_str(), "approval decided");
             Ok(Json(decided))
         }
-        DecideOutcome::NotFound => Err(ApiError::NotFound(format!(
-            "task {id} has no approval request {approval}"
-        ))),
-        DecideOutcome::NotPending(done) => Err(ApiError::Conflict(format!(
+        outcome => Err(refused(outcome, id, approval)),
+    }
+}
+
+/// Why a decision was not taken, in words.
+fn refused(outcome: DecideOutcome, id: uuid::Uuid, approval: u32) -> ApiError {
+    match outcome {
+        DecideOutcome::NotFound | DecideOutcome::Decided(_) => {
+            ApiError::NotFound(format!("task {id} has no approval request {approval}"))
+        }
+        DecideOutcome::NotPending(done) => ApiError::Conflict(format!(
             "approval request {approval} of task {id} is already {}; nothing was changed",
             done.as_str()
-        ))),
-        DecideOutcome::NotWaiting(status) => Err(ApiError::Conflict(format!(
+        )),
+        DecideOutcome::NotWaiting(status) => ApiError::Conflict(format!(
             "task {id} is {}, not waiting for approval; nothing was changed",
             status.as_str()
-        ))),
-        DecideOutcome::Stale => Err(ApiError::Conflict(format!(
+        )),
+        DecideOutcome::Stale => ApiError::Conflict(format!(
             "the digest does not match approval request {approval} of task {id}: what you \
              decided on is not what would run; read GET /v1/tasks/{id}/approvals again"
-        ))),
+        )),
     }
 }

@@ -81,9 +81,14 @@ impl Attempt {
 
     /// Whether `call` may run now; see the module docs.
     pub async fn gate_call(&self, call: &ToolCall) -> Result<CallGate, Halt> {
-        let (Some(mode), Repeat::Nth(nth)) = (self.approval_mode(), &call.repeat) else {
+        let (Some(mut mode), Repeat::Nth(nth)) = (self.approval_mode(), &call.repeat) else {
             return Ok(CallGate::Run);
         };
+        // A task that asked to sign off its plan but runs without one (the direct route, a
+        // baseline) signs off its calls instead: what it asked for, as near as it exists.
+        if mode == ApprovalMode::Plan && self.journal.read(|s| s.plan.is_none()).await {
+            mode = ApprovalMode::Steps;
+        }
         let side_effects = self.specs.get(&call.tool).is_some_and(|s| s.side_effects);
         if !self
             .config

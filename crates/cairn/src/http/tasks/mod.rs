@@ -201,11 +201,6 @@ pub async fn create_task(
 ) -> Result<Response, ApiError> {
     let key = idempotency::key_from_headers(&headers)?;
     request.validate()?;
-    crate::domain::task::check_approval(request.approval, request.strategy.unwrap_or_default())
-        .map_err(|detail| ApiError::Validation {
-            errors: vec![detail.clone()],
-            detail,
-        })?;
     request.check_tools(&state.tools.current())?;
     let budget = request.budget_over(state.settings.default_budget);
     let idempotency = key.map(|key| IdempotencyClaim {
