@@ -204,6 +204,26 @@ impl RepairHistory {
         }
     }
 
+    /// Counts one attempt at `level` (L1 or L2) when it has attempts left; `false` when not.
+    /// For a proposal the engine made new by cutting what failed ([`Self::propose`] judges the
+    /// others).
+    pub fn take_attempt(
+        &mut self,
+        milestone: &str,
+        level: RepairLevel,
+        limits: &RepairLimits,
+    ) -> bool {
+        if level == RepairLevel::ReplanStrategy || !self.available(milestone, level, limits) {
+            return false;
+        }
+        let entry = self.entry(milestone);
+        match level {
+            RepairLevel::RetryStep => entry.retry_step += 1,
+            _ => entry.replan_milestone += 1,
+        }
+        true
+    }
+
     /// Starts an L3 (counted task-wide before the planner is asked, so a resumed task never
     /// gets a second one) and records the plan it replaces as failed. The new strategy starts
     /// with fresh L1/L2 attempts and no closed rungs (it does not inherit the old plan's), but

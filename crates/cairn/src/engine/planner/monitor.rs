@@ -80,9 +80,16 @@ pub async fn check(cx: &Attempt, milestone_id: &str, cause: CheckCause) -> Resul
             "milestone {milestone_id} is not in the plan"
         ))));
     };
+    // A repair that found nothing missing on steps that all succeeded leaves the milestone to
+    // the engine's own check (`tactical::recut`).
+    let accept = match run.engine_check {
+        true => engine_check(cx, &milestone),
+        false => milestone.accept.clone(),
+    };
     let subject = Subject {
         milestone_id,
         milestone: &milestone,
+        accept: &accept,
         run: &run,
         artifacts: &artifacts,
     };
@@ -93,7 +100,8 @@ pub async fn check(cx: &Attempt, milestone_id: &str, cause: CheckCause) -> Resul
     let evaluated = Evaluated {
         milestone_id,
         cause,
-        outcome: evaluate(&milestone.accept, &artifacts, &external),
+        outcome: evaluate(&accept, &artifacts, &external),
+        engine_check: run.engine_check,
         external,
         spends,
     };
@@ -107,10 +115,39 @@ pub async fn check(cx: &Attempt, milestone_id: &str, cause: CheckCause) -> Resul
     })
 }
 
+/// The milestone's check with its verifier leaves replaced by what the engine derives from the
+/// milestone's tools: its steps succeeded, and every artifact declared by a tool its steps
+/// called is present and non-empty. Its programmatic leaves stay.
+fn engine_check(cx: &Attempt, milestone: &Milestone) -> Check {
+    let mut names: Vec<&str> = milestone
+        .steps
+        .iter()
+        .filter_map(|s| cx.specs.get(&s.tool))
+        .flat_map(|spec| spec.artifacts.iter().map(String::as_str))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut checks: Vec<Check> = milestone
+        .accept
+        .leaves()
+        .into_iter()
+        .filter(|leaf| !matches!(leaf, Check::Verifier { .. } | Check::StepsSucceeded))
+        .cloned()
+        .collect();
+    checks.push(Check::StepsSucceeded);
+    checks.extend(names.into_iter().map(|name| Check::Artifact {
+        name: name.to_string(),
+        non_empty: true,
+    }));
+    Check::All { checks }
+}
+
 /// What a check is evaluated on.
 struct Subject<'a> {
     milestone_id: &'a str,
     milestone: &'a Milestone,
+    /// The check judged: the milestone's, or the engine's own ([`MilestoneRun::engine_check`]).
+    accept: &'a Check,
     run: &'a MilestoneRun,
     artifacts: &'a BTreeMap<String, Value>,
 }
@@ -124,7 +161,7 @@ type Performed = (BTreeMap<usize, ExternalResult>, Vec<(&'static str, Spend)>);
 async fn perform(cx: &Attempt, subject: &Subject<'_>) -> Result<Performed, Halt> {
     let mut external = BTreeMap::new();
     let mut spends = Vec::new();
-    for (index, leaf) in subject.milestone.accept.leaves().into_iter().enumerate() {
+    for (index, leaf) in subject.accept.leaves().into_iter().enumerate() {
         let (source, result, spend) = match leaf {
             Check::Command { tool, args, .. } => {
                 let (result, spend) = command(cx, subject, index, tool, args).await?;
@@ -206,6 +243,7 @@ async fn verifier(cx: &Attempt, subject: &Subject<'_>, prompt: &str) -> (Externa
     let Subject {
         milestone_id,
         milestone,
+        accept: _,
         run,
         artifacts,
     } = subject;
@@ -236,6 +274,7 @@ struct Evaluated<'a> {
     outcome: CheckOutcome,
     external: BTreeMap<usize, ExternalResult>,
     spends: Vec<(&'static str, Spend)>,
+    engine_check: bool,
 }
 
 /// Commits the check's charges and its `monitor.decided` event; a pass completes the
@@ -250,6 +289,7 @@ fn decide(
         outcome,
         external,
         spends,
+        engine_check,
     } = evaluated;
     let mut record = Record::default();
     let mut exhausted = None;
@@ -278,17 +318,20 @@ fn decide(
         );
     }
     // The decision goes last so its seq is the one a repair points at.
-    record.push(
-        MONITOR_DECIDED,
-        json!({
-            "milestone": milestone_id,
-            "decision": if outcome.passed { "passed" } else { "failing" },
-            "reason": if outcome.passed { "check passed".to_string() } else { outcome.failures.join("; ") },
-            "evidence": outcome.evidence,
-            "cause": cause.as_str(),
-            "external": external_summary(external),
-        }),
-    );
+    let mut decided = json!({
+        "milestone": milestone_id,
+        "decision": if outcome.passed { "passed" } else { "failing" },
+        "reason": if outcome.passed { "check passed".to_string() } else { outcome.failures.join("; ") },
+        "evidence": outcome.evidence,
+        "cause": cause.as_str(),
+        "external": external_summary(external),
+    });
+    if *engine_check {
+        // Judged by the engine's check, not the planner's: said on the decision.
+        decided["check"] = json!("steps_succeeded");
+        decided["engine_check"] = json!(true);
+    }
+    record.push(MONITOR_DECIDED, decided);
     Ok((record, exhausted))
 }
 

@@ -33,6 +33,7 @@ use crate::engine::runtime::ports::{Purpose, ToolSpec};
 use crate::engine::{prompts, schemas};
 
 mod commit;
+mod repeat;
 
 use commit::{Proposal, commit};
 
@@ -80,30 +81,23 @@ pub struct Replan<'a> {
 pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic, Halt> {
     // Least privilege (`super::permit`): a goal that asks for no change plans no writer.
     let permitted = super::permit::permitted(cx).await;
-    let specs = cx.tool_schemas(&permitted);
-    let known = KnownTools::new(permitted.iter().cloned())
-        .with_artifacts(specs.iter().map(|t| (t.name.clone(), t.artifacts.clone())));
-    let families: Vec<Value> = specs.iter().map(|t| family(t)).collect();
     let mut errors: Option<String> = None;
     let mut failures: Vec<Option<FailureKind>> = Vec::new();
+    // After a repeat: the failed milestone's tools that never succeeded there, not offered.
+    let mut withheld: Option<BTreeSet<String>> = None;
     for _ in 0..=cx.config.max_reasks {
+        let offered = repeat::offered(&permitted, withheld.as_ref());
+        let specs = cx.tool_schemas(&offered);
+        let known = KnownTools::new(offered.iter().cloned())
+            .with_artifacts(specs.iter().map(|t| (t.name.clone(), t.artifacts.clone())));
+        let families: Vec<Value> = specs.iter().map(|t| family(t)).collect();
         let snapshot = cx.journal.snapshot().await;
         if ledger::overdrawn(&snapshot, cx.task().budget).is_some() {
             break; // no re-ask the budget cannot pay for; the task ends budget_exhausted
         }
         let attempt = snapshot.strategic_calls + 1;
         let input = input(cx, &families, &snapshot, replan.as_ref(), errors.as_deref());
-        let asked = cx
-            .ask(Question {
-                purpose: Purpose::Strategic,
-                milestone: None,
-                attempt,
-                prompt: &prompts::STRATEGIC,
-                input,
-                turns: Vec::new(),
-                schema: schemas::strategic(&specs),
-            })
-            .await;
+        let asked = ask(cx, attempt, input, &specs).await;
         failures.push(asked.reply.as_ref().err().map(|e| e.kind));
         let first = replan.is_none() && snapshot.plan.is_none();
         let declined = first && no_milestones(&asked);
@@ -115,32 +109,39 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
             decline(cx, &asked, attempt, reason).await?;
             return Ok(Strategic::NothingToPlan);
         }
-        let (checked, repeated) = judge(&asked, &known, replan.as_ref(), &snapshot, declined);
-        let proposal = Proposal {
+        let (mut checked, repeated) = judge(&asked, &known, replan.as_ref(), &snapshot, declined);
+        // A first repeat is told what failed and what is no longer offered (and recorded so).
+        let retry = repeated
+            .as_ref()
+            .filter(|_| withheld.is_none())
+            .map(|what| repeat::retry(&snapshot, replan.as_ref(), what));
+        if let Some((told, _)) = &retry {
+            checked = Err(told.clone());
+        }
+        let answer = Answer {
+            asked: &asked,
             attempt,
             checked: &checked,
-            proposal: asked.reply.as_ref().ok().map(|r| r.value.clone()),
             repeated: repeated.is_some(),
-            reason: version_reason(replan.as_ref(), snapshot.plan_version),
-            cause: replan.as_ref().and_then(|r| r.failure.seq),
-            replanned: replan.as_ref().and_then(|r| r.milestone),
-            unfinished: unfinished(replan.as_ref()),
+            version: snapshot.plan_version,
         };
-        // Staged: the first milestone's tactical steps commit it with its start.
-        let accepted = cx
-            .journal
-            .stage_prompted(&asked.prompt, |state| commit(state, cx, &asked, &proposal))
-            .await?
-            .1;
-        if accepted {
+        if stage(cx, answer, replan.as_ref()).await? {
             return Ok(Strategic::Accepted);
         }
-        if repeated.is_some() {
-            let reason = checked.err().unwrap_or_default();
-            return Ok(Strategic::Refused {
-                reason,
-                cause: None,
-            });
+        // Asked once more with the repeat stated; a second repeat is final.
+        match (repeated, retry) {
+            (_, Some((told, left))) => {
+                errors = Some(told);
+                withheld = Some(left);
+                continue;
+            }
+            (Some(what), None) => {
+                return Ok(Strategic::Refused {
+                    reason: what,
+                    cause: None,
+                });
+            }
+            (None, None) => {}
         }
         errors = checked.err();
     }
@@ -153,6 +154,56 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
         },
         cause,
     })
+}
+
+/// One strategic question: the input, and the schema over the tools offered.
+async fn ask(cx: &Attempt, attempt: u32, input: Value, specs: &[&ToolSpec]) -> Asked {
+    cx.ask(Question {
+        purpose: Purpose::Strategic,
+        milestone: None,
+        attempt,
+        prompt: &prompts::STRATEGIC,
+        input,
+        turns: Vec::new(),
+        schema: schemas::strategic(specs),
+    })
+    .await
+}
+
+/// One strategic answer, judged.
+struct Answer<'a> {
+    asked: &'a Asked,
+    attempt: u32,
+    checked: &'a Result<Amended, String>,
+    repeated: bool,
+    /// The plan version in force when it was asked.
+    version: i32,
+}
+
+/// Stages the answer's commit: the plan refused, or installed (the first milestone's tactical
+/// steps commit it with its start). Returns whether it was accepted.
+async fn stage(
+    cx: &Attempt,
+    answer: Answer<'_>,
+    replan: Option<&Replan<'_>>,
+) -> Result<bool, Halt> {
+    let asked = answer.asked;
+    let proposal = Proposal {
+        attempt: answer.attempt,
+        checked: answer.checked,
+        proposal: asked.reply.as_ref().ok().map(|r| r.value.clone()),
+        repeated: answer.repeated,
+        reason: version_reason(replan, answer.version),
+        cause: replan.and_then(|r| r.failure.seq),
+        replanned: replan.and_then(|r| r.milestone),
+        unfinished: unfinished(replan),
+    };
+    let accepted = cx
+        .journal
+        .stage_prompted(&asked.prompt, |state| commit(state, cx, asked, &proposal))
+        .await?
+        .1;
+    Ok(accepted)
 }
 
 /// What becomes of a running milestone's unrun steps: written again when a new constraint
@@ -193,31 +244,41 @@ async fn decline(cx: &Attempt, asked: &Asked, attempt: u32, reason: String) -> R
         .map(|_| ())
 }
 
-/// The answer checked as a plan, and the fingerprint of a failed plan it repeats. An L3 plan
-/// identical to one that failed is not run again; nothing is above L3.
+/// The answer checked as a plan, and what it repeats of what failed ([`repeat`]): an L3 plan
+/// identical to one that failed, or planning the failed milestone again as it was, is not run;
+/// nothing is above L3.
 fn judge(
     asked: &Asked,
     known: &KnownTools,
     replan: Option<&Replan<'_>>,
     snapshot: &TaskState,
     declined: bool,
-) -> (Result<Amended, String>, Option<Fingerprint>) {
+) -> (Result<Amended, String>, Option<String>) {
     let checked = match check(asked, known, replan, snapshot) {
         Err(_) if declined => Err(NEEDS_A_PLAN.to_string()),
         other => other,
     };
-    let repeated = checked
-        .as_ref()
-        .ok()
-        .map(|a| of_plan(&a.plan))
-        .filter(|fp| {
-            replan.is_some() && snapshot.ladder.propose_plan(fp) == ProposalVerdict::GiveUp
-        });
+    let Ok(amended) = checked.as_ref() else {
+        return (checked, None);
+    };
+    let fp: Fingerprint = of_plan(&amended.plan);
+    let failed = repeat::failed_milestone(snapshot, replan);
+    let repeated = if replan.is_some()
+        && snapshot.ladder.propose_plan(&fp) == ProposalVerdict::GiveUp
+    {
+        Some(format!("the plan repeats a failed plan (fingerprint {fp})"))
+    } else {
+        failed.and_then(|f| {
+            repeat::repeats(&amended.plan, f).map(|m| {
+                format!(
+                    "milestone {} plans the failed milestone {} again (the same title, outcome, tools and check)",
+                    m.id, f.id
+                )
+            })
+        })
+    };
     match repeated {
-        Some(fp) => (
-            Err(format!("the plan repeats a failed plan (fingerprint {fp})")),
-            Some(fp),
-        ),
+        Some(what) => (Err(what.clone()), Some(what)),
         None => (checked, None),
     }
 }

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::{Ask, Planned, Proposal, Request, offer};
+use super::{Ask, Planned, Proposal, Request, offer, recut};
 use crate::domain::event::kinds::{STEPS_PLANNED, STEPS_REFUSED};
 use crate::domain::plan::{Step, StepStatus};
 use crate::domain::repair::{ProposalVerdict, RepairLimits, rung_name};
@@ -89,6 +89,30 @@ pub(super) fn commit(
     let exhausted = charged.and_then(|c| c.exhausted);
     state.run_mut(milestone_id).tactical_calls = proposal.attempt;
     let level = proposal.request.ask.repair_level();
+    // A repeat is cut to what it still asks before it is refused ([`recut`]).
+    if let (Ok(steps), Some(fp), Some(level)) = (proposal.parsed, &proposal.fingerprint, level)
+        && state.ladder.failed_before(milestone_id, fp)
+        && let Some(cut) = recut::recut(state, milestone_id, steps, proposal.writes)
+        && state.ladder.take_attempt(milestone_id, level, limits)
+    {
+        recut::attach(state, milestone_id, &cut);
+        record.push(
+            STEPS_PLANNED,
+            json!({"milestone": milestone_id, "attempt": proposal.attempt, "level": level,
+                   "fingerprint": cut.fingerprint.0, "steps": cut.steps,
+                   "recut": {"repeated_fingerprint": fp.0, "cut_failed": cut.cut_failed,
+                             "engine_check": cut.engine_check}}),
+        );
+        let failure = proposal.request.failure;
+        record.plan_version = Some((level.as_str().to_string(), failure.and_then(|f| f.seq)));
+        let outcome = match exhausted {
+            Some(unit) => Planned::Exhausted { unit },
+            None => Planned::Steps {
+                fingerprint: cut.fingerprint.0,
+            },
+        };
+        return Ok((record, Some(outcome)));
+    }
     if let (Some(fp), Some(level), true) = (&proposal.fingerprint, level, proposal.may_reask_repeat)
         && state.ladder.failed_before(milestone_id, fp)
     {

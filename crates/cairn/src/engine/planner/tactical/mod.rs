@@ -13,6 +13,7 @@ mod attach;
 mod input;
 mod offer;
 mod proposal;
+mod recut;
 mod repeat;
 
 use crate::domain::ledger::Unit;
@@ -114,6 +115,8 @@ struct Proposal<'a> {
     may_reask_repeat: bool,
     /// Indices (in the proposed list) of the steps naming a value the planner was not shown.
     guessed: Vec<usize>,
+    /// Whether a tool has side effects (a call after a write is not "already made").
+    writes: &'a (dyn Fn(&str) -> bool + Sync),
 }
 
 /// Asks for steps for `milestone_id` and attaches them (one commit per model call).
@@ -159,6 +162,7 @@ pub async fn plan_steps(
                 && ((cx.config.explore_repeats && sampling == Sampling::Endpoint)
                     || offered.narrowable),
             guessed,
+            writes: &writes,
         };
         let (_, outcome) = cx
             .journal

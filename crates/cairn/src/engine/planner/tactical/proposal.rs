@@ -56,7 +56,7 @@ pub(super) fn parse(
 /// The rest of a list as a continuation writes it: a call identical to one the milestone
 /// already made is cut (the model often writes the whole list again), unless a side effect
 /// ran after it, and an id taken by a step that ran is renamed.
-fn continuation(
+pub(super) fn continuation(
     milestone: &Milestone,
     steps: Vec<Step>,
     writes: &dyn Fn(&str) -> bool,
@@ -84,7 +84,7 @@ fn continuation(
 
 /// Gives a step whose id is in `taken` or used by an earlier step of `steps` the first free
 /// `sN`.
-fn rename_taken_ids(steps: &mut [Step], taken: &BTreeSet<String>) {
+pub(super) fn rename_taken_ids(steps: &mut [Step], taken: &BTreeSet<String>) {
     let mut used = taken.clone();
     for step in steps.iter_mut() {
         if used.contains(&step.id) {

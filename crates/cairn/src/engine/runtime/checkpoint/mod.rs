@@ -140,6 +140,10 @@ pub struct MilestoneRun {
     /// lists then run to their end instead of being cut short by the pressure rule.
     #[serde(default)]
     pub pressured: bool,
+    /// Set when a repair found nothing missing on steps that all succeeded: the milestone is
+    /// judged by the engine's own check (`steps_succeeded`) instead of the planner's, once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub engine_check: bool,
     /// How the milestone ended (`passed`, `failed`, `over_budget`).
     pub outcome: Option<MilestoneOutcome>,
 }

@@ -1,0 +1,157 @@
+//! Repairs that change the question when the model answers with what already failed, through
+//! the HTTP API against scenario files: a repeated step list is cut to what it still asks (the
+//! call that failed is not sent again, the calls made are kept as done), a correct list written
+//! again after a check failed on steps that all succeeded is judged by the engine's own check,
+//! and an L3 plan that plans the failed milestone again is asked once more without the tool
+//! that failed there.
+// Test code: a failed set-up is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+mod engine_stack;
+
+use engine_stack::Stack;
+use serde_json::{Value, json};
+
+fn plan_reasons(plans: &Value) -> Vec<String> {
+    plans["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| p["reason"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+fn calls(stack: &Stack, tool: &str) -> u64 {
+    stack.sim.stats().tools.get(tool).map_or(0, |t| t.calls)
+}
+
+#[tokio::test]
+async fn a_repeated_list_is_cut_to_what_it_still_asks_on_sqlite() {
+    cut(Stack::start("repeated_call_cut.json").await).await;
+}
+
+#[tokio::test]
+async fn a_repeated_list_is_cut_to_what_it_still_asks_on_postgres() {
+    cut(Stack::start_pg("repeated_call_cut.json").await).await;
+}
+
+async fn cut(stack: Stack) {
+    let goal = "Find the leader pod of the search cluster, capture a heap dump from it and tell \
+                me the dump id.";
+    let id = stack.submit(goal, "v2", 100_000).await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    let planned = stack.events_of(&id, "milestone.steps_planned").await;
+    let recut: Vec<&Value> = planned
+        .iter()
+        .filter(|p| p.get("recut").is_some())
+        .collect();
+    assert_eq!(recut.len(), 1, "{planned:#?}");
+    let recut = recut[0];
+    assert_eq!(recut["milestone"], "m1");
+    assert_eq!(recut["level"], "retry_step");
+    // The failed call is named as cut; the list kept is the leader lookup, already done.
+    assert_eq!(
+        recut["recut"]["cut_failed"],
+        json!([{"tool": "find_pod", "args": {"cluster": "search", "role": "worker"}}]),
+        "{recut:#}"
+    );
+    assert_eq!(recut["recut"]["engine_check"], false);
+    let kept: Vec<&str> = recut["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["args"]["role"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(kept, ["leader"], "{recut:#}");
+    // Neither lookup was sent again, and the dump came from the pod found.
+    assert_eq!(calls(&stack, "find_pod"), 2, "leader once, worker once");
+    assert_eq!(calls(&stack, "heap_dump"), 1);
+    let (_, plans) = stack.get(&format!("/v1/tasks/{id}/plans")).await;
+    assert_eq!(plan_reasons(&plans), ["initial", "retry_step"], "{plans:#}");
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn a_correct_list_written_again_after_its_check_failed_is_judged_by_the_engines_check() {
+    let stack = Stack::start("check_suspect.json").await;
+    let goal = "Upload the parquet export sales-S17-03.parquet to the warehouse.";
+    let id = stack.submit(goal, "v2", 100_000).await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    let decided = stack.events_of(&id, "monitor.decided").await;
+    let decisions: Vec<(&str, bool)> = decided
+        .iter()
+        .map(|d| {
+            let engine = d["engine_check"] == true;
+            (d["decision"].as_str().unwrap_or_default(), engine)
+        })
+        .collect();
+    // The planner's verifier leaf failed on right steps; the repair found nothing missing, so
+    // the engine's check (steps succeeded, the change made) judged it, once.
+    assert_eq!(
+        decisions,
+        [("failing", false), ("passed", true)],
+        "{decided:#?}"
+    );
+    assert_eq!(decided[1]["check"], "steps_succeeded");
+    let planned = stack.events_of(&id, "milestone.steps_planned").await;
+    let recut = planned.iter().find(|p| p.get("recut").is_some()).unwrap();
+    assert_eq!(recut["recut"]["engine_check"], true, "{recut:#}");
+    assert_eq!(recut["recut"]["cut_failed"], json!([]));
+    let refused = stack.events_of(&id, "milestone.steps_refused").await;
+    assert!(
+        refused.is_empty(),
+        "the correct list was not refused: {refused:#?}"
+    );
+    assert_eq!(
+        calls(&stack, "upload_file"),
+        1,
+        "the upload was not sent again"
+    );
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn an_l3_plan_repeating_the_failed_milestone_is_asked_again_without_its_failed_tool() {
+    let stack = Stack::start("l3_repeat_reasked.json").await;
+    let goal = "Create a shipment of order ord-2w8n5 from warehouse WH-3.";
+    let id = stack.submit(goal, "v2", 100_000).await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    let refused = stack.events_of(&id, "plan.refused").await;
+    assert_eq!(refused.len(), 1, "{refused:#?}");
+    let errors = refused[0]["errors"].as_str().unwrap_or_default();
+    assert!(
+        errors.contains("milestone m1 plans the failed milestone m1 again"),
+        "{errors}"
+    );
+    assert!(
+        errors.contains("not found"),
+        "the failure is stated: {errors}"
+    );
+    assert!(
+        errors.contains("Not offered now (failed there, never succeeded): get_order"),
+        "{errors}"
+    );
+    let (_, plans) = stack.get(&format!("/v1/tasks/{id}/plans")).await;
+    assert_eq!(
+        plan_reasons(&plans),
+        ["initial", "replan_strategy"],
+        "{plans:#}"
+    );
+    let (_, latest) = stack.get(&format!("/v1/tasks/{id}/plans/2")).await;
+    let tools: Vec<&Value> = latest["plan"]["milestones"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["tools"].as_array().unwrap())
+        .collect();
+    assert_eq!(tools, [&json!("create_shipment")], "{latest:#}");
+    assert_eq!(calls(&stack, "get_order"), 1, "the failed read ran once");
+    assert_eq!(calls(&stack, "create_shipment"), 1);
+    let strategic = stack.sim.stats().llm.by_purpose.get("strategic").copied();
+    assert_eq!(strategic, Some(3), "first plan, the repeat, the re-ask");
+    stack.stop().await;
+}
