@@ -155,3 +155,31 @@ async fn an_l3_plan_repeating_the_failed_milestone_is_asked_again_without_its_fa
     assert_eq!(strategic, Some(3), "first plan, the repeat, the re-ask");
     stack.stop().await;
 }
+
+#[tokio::test]
+async fn a_failed_step_a_repair_replaced_is_followed_up_before_the_check() {
+    let stack = Stack::start("follow_up_failed.json").await;
+    let goal = "Read the deploy key id from config/gateway.yaml and revoke that key.";
+    let id = stack.submit(goal, "v2", 100_000).await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    let planned = stack.events_of(&id, "milestone.steps_planned").await;
+    let m1: Vec<(&str, bool)> = planned
+        .iter()
+        .filter(|p| p["milestone"] == "m1")
+        .map(|p| {
+            let tool = p["steps"][0]["tool"].as_str().unwrap_or_default();
+            (tool, p["continued"] == true)
+        })
+        .collect();
+    // The read, the repair's locate alone, then the follow-up's read (a continuation).
+    assert_eq!(
+        m1,
+        [("read_file", false), ("locate", false), ("read_file", true)],
+        "{planned:#?}"
+    );
+    assert_eq!(calls(&stack, "read_file"), 2);
+    assert_eq!(calls(&stack, "locate"), 1);
+    assert_eq!(calls(&stack, "revoke_key"), 1, "the key read was revoked");
+    stack.stop().await;
+}

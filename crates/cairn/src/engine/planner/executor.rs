@@ -20,6 +20,7 @@ use crate::domain::plan::backing::OUTCOME_UNKNOWN;
 use crate::domain::plan::{Step, StepStatus};
 use crate::domain::repair::{Constraint, ConstraintSource, ReplanReason};
 use crate::engine::Halt;
+use crate::engine::planner::follow_up::UNREACHED;
 use crate::engine::runtime::attempt::{Attempt, Called, brief};
 use crate::engine::runtime::checkpoint::{Failure, Record, Spend, TaskState};
 use crate::engine::runtime::ledger;
@@ -234,6 +235,10 @@ fn commit(state: &mut TaskState, executed: &Executed<'_>) -> Result<(Record, Ste
     });
     if answer.unreachable == Some(FailureKind::OutcomeUnknown) {
         observation[OUTCOME_UNKNOWN] = Value::Bool(true);
+    }
+    if !answer.ok && (answer.transient() || answer.stale()) {
+        // Not the tool's own answer: a follow-up does not ask for it again (`follow_up`).
+        observation[UNREACHED] = Value::Bool(true);
     }
     run.observations.push(observation);
     let generation = run.generation;

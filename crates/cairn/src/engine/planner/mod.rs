@@ -35,6 +35,7 @@ pub mod carry;
 pub mod contract;
 pub mod direct;
 pub mod executor;
+pub mod follow_up;
 pub mod gate;
 pub mod monitor;
 pub mod permit;

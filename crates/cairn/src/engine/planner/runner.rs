@@ -250,6 +250,9 @@ async fn after_step(cx: &Attempt, milestone_id: &str, outcome: StepOutcome) -> R
             }
         }
         StepOutcome::Done { .. } | StepOutcome::NoStep => {
+            if super::follow_up::ask_if_due(cx, milestone_id).await? {
+                return Ok(Turn::Again);
+            }
             match judge(cx, milestone_id, CheckCause::StepsDone).await? {
                 Judged::Decided(end) => return Ok(Turn::End(end)),
                 Judged::Failing(failure) => {

@@ -118,15 +118,26 @@ pub async fn evidence(cx: &Attempt, passed: Value) -> Value {
                 .iter()
                 .flat_map(|p| p.milestones.iter())
                 .map(|m| {
+                    // A passed milestone's earlier check failures are not evidence about the
+                    // goal: a model's verdict its check later overruled (live, the 1.5B goal
+                    // verifier repeated a superseded "not the correct data" over a right upload).
+                    let done = m.status == MilestoneStatus::Done;
                     let observed = s.runs.get(&m.id).map(|r| {
                         r.observations
                             .iter()
                             .rev()
+                            .filter(|o| !(done && o.get("check").is_some()))
                             .take(6)
                             .cloned()
                             .collect::<Vec<_>>()
                     });
-                    json!({"id": m.id, "title": m.title, "accept": m.accept,
+                    // One judged by the engine's check shows that check, not the overruled one.
+                    let engine = s.runs.get(&m.id).is_some_and(|r| r.engine_check);
+                    let accept = match engine {
+                        true => json!({"type": "steps_succeeded", "judged_by": "engine"}),
+                        false => json!(m.accept),
+                    };
+                    json!({"id": m.id, "title": m.title, "accept": accept,
                            "tool_outputs": observed})
                 })
                 .collect();

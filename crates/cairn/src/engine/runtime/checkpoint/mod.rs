@@ -144,6 +144,10 @@ pub struct MilestoneRun {
     /// judged by the engine's own check (`steps_succeeded`) instead of the planner's, once.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub engine_check: bool,
+    /// Tools that failed here and were followed up once after a list that left them out
+    /// (`crate::engine::planner::follow_up`).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub followed_up: BTreeSet<String>,
     /// How the milestone ended (`passed`, `failed`, `over_budget`).
     pub outcome: Option<MilestoneOutcome>,
 }

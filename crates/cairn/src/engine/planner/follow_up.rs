@@ -1,0 +1,82 @@
+//! A failed step a repair replaced is followed up before its milestone is checked.
+//!
+//! A repair may answer a failed step with a recovery call alone: live on the 1.5B model a read
+//! failed with "no such file ...; to recover: call locate ..., then read_file again", the repair
+//! wrote `locate` only, it succeeded, and the milestone passed on it (`steps_succeeded` judges
+//! the list that ran) without the value the read was for; the next milestone then wrote the
+//! placeholder "deploy_key_id" where the key id belonged. So when a milestone's list has run
+//! and a tool that failed in it is neither in that list nor succeeded since, the rest is asked
+//! for once more with the outputs in view (a continuation), the tool named; an empty answer says
+//! the milestone is done, and it is checked as before. Each tool is followed up once per
+//! milestone, and only after its own answer failed (not a transient fault or a tool gone).
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use crate::engine::Halt;
+use crate::engine::runtime::attempt::Attempt;
+use crate::engine::runtime::checkpoint::{Record, TaskState};
+
+/// Marks an observation of a call the tool never answered itself (a transient fault, a tool
+/// gone): an unavailable tool is not asked for again.
+pub const UNREACHED: &str = "unreached";
+
+/// Stages the follow-up when one is due; `true` when the milestone's rest is to be asked for.
+pub async fn ask_if_due(cx: &Attempt, milestone_id: &str) -> Result<bool, Halt> {
+    let (_, due) = cx
+        .journal
+        .stage(|state| {
+            let tools = due(state, milestone_id);
+            if tools.is_empty() {
+                return Ok((Record::default(), false));
+            }
+            let names: Vec<&str> = tools.iter().map(String::as_str).collect();
+            let run = state.run_mut(milestone_id);
+            run.followed_up.extend(tools.iter().cloned());
+            run.needs_steps = true;
+            run.observations.push(json!({
+                "note": format!(
+                    "{} failed earlier in this milestone and has not run since; if the \
+                     milestone still needs it, write it with values from the outputs above",
+                    names.join(", ")
+                )
+            }));
+            Ok((Record::default(), true))
+        })
+        .await?;
+    Ok(due)
+}
+
+/// The tools the milestone is granted that failed in it, are not in its current list, have not succeeded
+/// since their last failure, and were not followed up yet.
+fn due(state: &TaskState, milestone_id: &str) -> BTreeSet<String> {
+    let Some(run) = state.runs.get(milestone_id) else {
+        return BTreeSet::new();
+    };
+    let Some(milestone) = state.plan.as_ref().and_then(|p| p.milestone(milestone_id)) else {
+        return BTreeSet::new();
+    };
+    let listed: BTreeSet<&str> = milestone.steps.iter().map(|s| s.tool.as_str()).collect();
+    // Only a tool the milestone is granted now: one a new strategy took away is not its to redo.
+    let granted: BTreeSet<&str> = milestone.tools.iter().map(String::as_str).collect();
+    let mut open: BTreeSet<String> = BTreeSet::new();
+    for observation in &run.observations {
+        let Some(tool) = observation.get("tool").and_then(Value::as_str) else {
+            continue;
+        };
+        match observation.get("ok") {
+            Some(Value::Bool(false)) if observation.get(UNREACHED).is_none() => {
+                open.insert(tool.to_string());
+            }
+            Some(Value::Bool(true)) => {
+                open.remove(tool);
+            }
+            _ => {}
+        }
+    }
+    open.into_iter()
+        .filter(|tool| granted.contains(tool.as_str()) && !listed.contains(tool.as_str()))
+        .filter(|tool| !run.followed_up.contains(tool))
+        .collect()
+}
