@@ -183,3 +183,23 @@ async fn a_failed_step_a_repair_replaced_is_followed_up_before_the_check() {
     assert_eq!(calls(&stack, "revoke_key"), 1, "the key read was revoked");
     stack.stop().await;
 }
+
+#[tokio::test]
+async fn no_follow_up_after_a_list_that_made_a_change() {
+    let stack = Stack::start("follow_up_after_change.json").await;
+    let goal = "Snapshot database orders-db, copy the snapshot to the cold-archive bucket and \
+                report the backup id.";
+    let id = stack.submit(goal, "v2", 100_000).await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    let planned = stack.events_of(&id, "milestone.steps_planned").await;
+    let continued = planned.iter().filter(|p| p["continued"] == true).count();
+    assert_eq!(continued, 0, "{planned:#?}");
+    assert_eq!(
+        calls(&stack, "list_snapshots"),
+        1,
+        "the failed listing ran once"
+    );
+    assert_eq!(calls(&stack, "copy_snapshot"), 1);
+    stack.stop().await;
+}

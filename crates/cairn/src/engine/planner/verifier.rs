@@ -127,6 +127,8 @@ pub async fn evidence(cx: &Attempt, passed: Value) -> Value {
                             .iter()
                             .rev()
                             .filter(|o| !(done && o.get("check").is_some()))
+                            // The engine's notes to its planner are not evidence.
+                            .filter(|o| o.get("note").is_none())
                             .take(6)
                             .cloned()
                             .collect::<Vec<_>>()
