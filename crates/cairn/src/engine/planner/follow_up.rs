@@ -76,10 +76,10 @@ fn due(state: &TaskState, milestone_id: &str, writes: &dyn Fn(&str) -> bool) -> 
             continue;
         };
         match observation.get("ok") {
-            Some(Value::Bool(false)) if observation.get(UNREACHED).is_none() => {
-                if asks_again(observation) {
-                    open.insert(tool.to_string());
-                }
+            Some(Value::Bool(false))
+                if observation.get(UNREACHED).is_none() && asks_again(observation) =>
+            {
+                open.insert(tool.to_string());
             }
             Some(Value::Bool(true)) => {
                 open.remove(tool);
