@@ -83,10 +83,6 @@ fn called(request: &Value) -> Vec<(String, Value)> {
         .collect()
 }
 
-fn tool_calls(stack: &Stack, tool: &str) -> u64 {
-    stack.sim.stats().tools.get(tool).map_or(0, |t| t.calls)
-}
-
 #[tokio::test]
 async fn calls_wait_for_their_sign_off_and_a_rewrite_asks_only_what_changed_on_sqlite() {
     steps(Stack::start("approvals.json").await).await;
@@ -104,8 +100,8 @@ async fn steps(stack: Stack) {
     let note = json!({"title": "prices", "text": "13 USD"});
     assert_eq!(called(&first), [("write_note".to_string(), note.clone())]);
     // The read-only fetch ran; the write waits, and no worker holds the task.
-    assert_eq!(tool_calls(&stack, "fetch_prices"), 1);
-    assert_eq!(tool_calls(&stack, "write_note"), 0);
+    assert_eq!(stack.tool_calls("fetch_prices"), 1);
+    assert_eq!(stack.tool_calls("write_note"), 0);
 
     // A digest that is not the pending request's approves nothing, and writes nothing.
     let stale = json!({"decision": "approve", "digest": "0".repeat(64)});
@@ -155,12 +151,12 @@ async fn steps(stack: Stack) {
     let task = stack.finished(&id).await;
     assert_eq!(task["status"], "succeeded", "{task:#}");
     assert_eq!(
-        tool_calls(&stack, "write_note"),
+        stack.tool_calls("write_note"),
         1,
         "the approved write ran once"
     );
     assert_eq!(
-        tool_calls(&stack, "publish"),
+        stack.tool_calls("publish"),
         1,
         "the rejected call never reached the tool"
     );
@@ -209,7 +205,7 @@ async fn revised(stack: Stack) {
     };
     assert_eq!(ids(&first), ["m1", "m2"]);
     assert_eq!(
-        tool_calls(&stack, "fetch_prices"),
+        stack.tool_calls("fetch_prices"),
         0,
         "nothing runs before the sign-off"
     );
@@ -251,7 +247,7 @@ async fn revised(stack: Stack) {
     assert_eq!(task["status"], "succeeded", "{task:#}");
     let stats = stack.sim.stats();
     assert_eq!(stats.llm.by_purpose.get("strategic"), Some(&2));
-    assert_eq!(tool_calls(&stack, "publish"), 1);
+    assert_eq!(stack.tool_calls("publish"), 1);
     // The ladder's own strategy replan was not used up by the person's.
     assert_eq!(
         task["result"]["metrics"]["repairs_replan_strategy"], 0,
@@ -325,6 +321,6 @@ async fn bad_decisions_and_asks_are_refused_in_plain_words() {
     )
     .await;
     assert_eq!(status, 409, "{problem}");
-    assert_eq!(tool_calls(&stack, "write_note"), 0);
+    assert_eq!(stack.tool_calls("write_note"), 0);
     stack.stop().await;
 }

@@ -15,7 +15,7 @@
 mod common;
 mod engine_stack;
 
-use engine_stack::Stack;
+use engine_stack::{Stack, plan_reasons};
 use serde_json::Value;
 
 fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
@@ -27,15 +27,6 @@ fn repairs(events: &[Value], milestone: &str) -> Vec<Value> {
         .into_iter()
         .filter(|e| e["data"]["milestone"] == milestone)
         .map(|e| e["data"].clone())
-        .collect()
-}
-
-fn plan_reasons(plans: &Value) -> Vec<String> {
-    plans["items"]
-        .as_array()
-        .expect("versions")
-        .iter()
-        .map(|v| v["reason"].as_str().unwrap_or_default().to_string())
         .collect()
 }
 

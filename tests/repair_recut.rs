@@ -10,21 +10,8 @@
 mod common;
 mod engine_stack;
 
-use engine_stack::Stack;
+use engine_stack::{Stack, plan_reasons};
 use serde_json::{Value, json};
-
-fn plan_reasons(plans: &Value) -> Vec<String> {
-    plans["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|p| p["reason"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
-fn calls(stack: &Stack, tool: &str) -> u64 {
-    stack.sim.stats().tools.get(tool).map_or(0, |t| t.calls)
-}
 
 #[tokio::test]
 async fn a_repeated_list_is_cut_to_what_it_still_asks_on_sqlite() {
@@ -66,8 +53,8 @@ async fn cut(stack: Stack) {
         .collect();
     assert_eq!(kept, ["leader"], "{recut:#}");
     // Neither lookup was sent again, and the dump came from the pod found.
-    assert_eq!(calls(&stack, "find_pod"), 2, "leader once, worker once");
-    assert_eq!(calls(&stack, "heap_dump"), 1);
+    assert_eq!(stack.tool_calls("find_pod"), 2, "leader once, worker once");
+    assert_eq!(stack.tool_calls("heap_dump"), 1);
     let (_, plans) = stack.get(&format!("/v1/tasks/{id}/plans")).await;
     assert_eq!(plan_reasons(&plans), ["initial", "retry_step"], "{plans:#}");
     stack.stop().await;
@@ -106,7 +93,7 @@ async fn a_correct_list_written_again_after_its_check_failed_is_judged_by_the_en
         "the correct list was not refused: {refused:#?}"
     );
     assert_eq!(
-        calls(&stack, "upload_file"),
+        stack.tool_calls("upload_file"),
         1,
         "the upload was not sent again"
     );
@@ -149,8 +136,8 @@ async fn an_l3_plan_repeating_the_failed_milestone_is_asked_again_without_its_fa
         .flat_map(|m| m["tools"].as_array().unwrap())
         .collect();
     assert_eq!(tools, [&json!("create_shipment")], "{latest:#}");
-    assert_eq!(calls(&stack, "get_order"), 1, "the failed read ran once");
-    assert_eq!(calls(&stack, "create_shipment"), 1);
+    assert_eq!(stack.tool_calls("get_order"), 1, "the failed read ran once");
+    assert_eq!(stack.tool_calls("create_shipment"), 1);
     let strategic = stack.sim.stats().llm.by_purpose.get("strategic").copied();
     assert_eq!(strategic, Some(3), "first plan, the repeat, the re-ask");
     stack.stop().await;
@@ -178,9 +165,13 @@ async fn a_failed_step_a_repair_replaced_is_followed_up_before_the_check() {
         [("read_file", false), ("locate", false), ("read_file", true)],
         "{planned:#?}"
     );
-    assert_eq!(calls(&stack, "read_file"), 2);
-    assert_eq!(calls(&stack, "locate"), 1);
-    assert_eq!(calls(&stack, "revoke_key"), 1, "the key read was revoked");
+    assert_eq!(stack.tool_calls("read_file"), 2);
+    assert_eq!(stack.tool_calls("locate"), 1);
+    assert_eq!(
+        stack.tool_calls("revoke_key"),
+        1,
+        "the key read was revoked"
+    );
     stack.stop().await;
 }
 
@@ -196,10 +187,10 @@ async fn no_follow_up_after_a_list_that_made_a_change() {
     let continued = planned.iter().filter(|p| p["continued"] == true).count();
     assert_eq!(continued, 0, "{planned:#?}");
     assert_eq!(
-        calls(&stack, "list_snapshots"),
+        stack.tool_calls("list_snapshots"),
         1,
         "the failed listing ran once"
     );
-    assert_eq!(calls(&stack, "copy_snapshot"), 1);
+    assert_eq!(stack.tool_calls("copy_snapshot"), 1);
     stack.stop().await;
 }

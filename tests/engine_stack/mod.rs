@@ -206,6 +206,11 @@ impl Stack {
     }
 
     /// Every event of a task, through the API's JSON pages.
+    /// Calls the simulator's tool `tool` answered (0 when never called).
+    pub fn tool_calls(&self, tool: &str) -> u64 {
+        self.sim.stats().tools.get(tool).map_or(0, |t| t.calls)
+    }
+
     pub async fn events(&self, id: &str) -> Vec<Value> {
         let mut out = Vec::new();
         let mut after = 0;
@@ -246,4 +251,14 @@ impl Stack {
             db.drop_database().await;
         }
     }
+}
+
+/// The reasons of a task's plan versions, in order, from `GET /v1/tasks/{id}/plans`.
+pub fn plan_reasons(plans: &Value) -> Vec<String> {
+    plans["items"]
+        .as_array()
+        .expect("versions")
+        .iter()
+        .map(|v| v["reason"].as_str().unwrap_or_default().to_string())
+        .collect()
 }

@@ -25,6 +25,10 @@ use crate::engine::runtime::checkpoint::{Record, TaskState};
 /// gone): an unavailable tool is not asked for again.
 pub const UNREACHED: &str = "unreached";
 
+/// The key of the engine's note to its planner in a milestone's observations: not evidence
+/// for the goal verifier.
+pub const NOTE: &str = "note";
+
 /// Stages the follow-up when one is due; `true` when the milestone's rest is to be asked for.
 pub async fn ask_if_due(cx: &Attempt, milestone_id: &str) -> Result<bool, Halt> {
     let writes = |tool: &str| cx.specs.get(tool).is_some_and(|spec| spec.side_effects);
@@ -40,7 +44,7 @@ pub async fn ask_if_due(cx: &Attempt, milestone_id: &str) -> Result<bool, Halt> 
             run.followed_up.extend(tools.iter().cloned());
             run.needs_steps = true;
             run.observations.push(json!({
-                "note": format!(
+                NOTE: format!(
                     "{} failed earlier in this milestone and has not run since; if the \
                      milestone still needs it, write it with values from the outputs above",
                     names.join(", ")

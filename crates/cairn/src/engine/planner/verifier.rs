@@ -128,7 +128,7 @@ pub async fn evidence(cx: &Attempt, passed: Value) -> Value {
                             .rev()
                             .filter(|o| !(done && o.get("check").is_some()))
                             // The engine's notes to its planner are not evidence.
-                            .filter(|o| o.get("note").is_none())
+                            .filter(|o| o.get(super::follow_up::NOTE).is_none())
                             .take(6)
                             .cloned()
                             .collect::<Vec<_>>()

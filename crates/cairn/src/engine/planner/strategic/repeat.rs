@@ -8,11 +8,10 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::Value;
-
 use super::Replan;
 use crate::domain::plan::{Milestone, MilestoneStatus, Plan};
 use crate::domain::repair::ReplanReason;
+use crate::engine::planner::tactical::failing_tools;
 use crate::engine::runtime::checkpoint::TaskState;
 
 /// The failed milestone as the current plan holds it, when `replan` is a failure's L3 (a
@@ -42,22 +41,16 @@ pub(super) fn repeats<'a>(plan: &'a Plan, failed: &Milestone) -> Option<&'a Mile
 
 /// The tools `milestone` called that failed and never succeeded in it: what the re-ask does not
 /// offer.
-pub(super) fn failed_tools(snapshot: &TaskState, milestone: &str) -> BTreeSet<String> {
-    let Some(run) = snapshot.runs.get(milestone) else {
-        return BTreeSet::new();
-    };
-    let called = |ok: bool| -> BTreeSet<String> {
-        run.observations
-            .iter()
-            .filter(|o| o.get("ok") == Some(&Value::Bool(ok)))
-            .filter_map(|o| o.get("tool").and_then(Value::as_str).map(str::to_string))
-            .collect()
-    };
-    let succeeded = called(true);
-    called(false)
-        .into_iter()
-        .filter(|tool| !succeeded.contains(tool))
-        .collect()
+fn failed_tools(snapshot: &TaskState, milestone: &str) -> BTreeSet<String> {
+    snapshot
+        .runs
+        .get(milestone)
+        .map_or_else(BTreeSet::new, |run| {
+            failing_tools(&run.observations)
+                .into_iter()
+                .map(str::to_string)
+                .collect()
+        })
 }
 
 /// What the re-ask is told: what repeats, how it failed, and what is no longer offered.

@@ -186,8 +186,9 @@ fn answered_tools(observations: &[Value]) -> BTreeSet<&str> {
     tools_with(observations, true)
 }
 
-/// Tools with a failed call in the record and no successful one.
-fn failing_tools(observations: &[Value]) -> BTreeSet<&str> {
+/// Tools with a failed call in the record and no successful one (also what an L3 re-ask after a
+/// repeated plan withholds).
+pub(in crate::engine::planner) fn failing_tools(observations: &[Value]) -> BTreeSet<&str> {
     let answered = answered_tools(observations);
     tools_with(observations, false)
         .into_iter()

@@ -75,10 +75,9 @@ pub(super) fn recut(
         .filter(|s| failed_here(s))
         .map(|s| json!({"tool": s.tool, "args": s.args}))
         .collect();
-    let new: Vec<Step> = rest.into_iter().filter(|s| !failed_here(s)).collect();
-    let mut steps = done.clone();
-    let mut fresh = new;
+    let mut fresh: Vec<Step> = rest.into_iter().filter(|s| !failed_here(s)).collect();
     super::proposal::rename_taken_ids(&mut fresh, &taken(&milestone.steps));
+    let mut steps = done.clone();
     steps.extend(fresh.iter().cloned().map(|mut s| {
         s.status = StepStatus::Pending;
         s.attempt = 0;
