@@ -203,6 +203,7 @@ fn server_accepts(goal: &str) -> bool {
             tokens: 1,
             tool_calls: 1,
             wall_ms: 1,
+            cost: None,
         })),
         strategy: None,
         metadata: None,

@@ -30,6 +30,7 @@ async fn an_omitted_budget_or_unit_is_the_default_one() {
         tokens: 7_000,
         tool_calls: 7,
         wall_ms: 70_000,
+        cost: None,
     };
     let config = cairn::config::Config {
         default_budget: operator,

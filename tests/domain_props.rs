@@ -126,11 +126,14 @@ enum Op {
 }
 
 fn usage() -> impl Strategy<Value = PerUnit<u64>> {
-    (0u64..30_000, 0u64..12, 0u64..40_000).prop_map(|(tokens, tool_calls, wall_ms)| PerUnit {
-        tokens,
-        tool_calls,
-        wall_ms,
-    })
+    (0u64..30_000, 0u64..12, 0u64..40_000, 0u64..60_000).prop_map(
+        |(tokens, tool_calls, wall_ms, cost)| PerUnit {
+            tokens,
+            tool_calls,
+            wall_ms,
+            cost,
+        },
+    )
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -144,14 +147,17 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Money is capped or not (a total of 0: counted, never allocated or exhausted).
 fn totals() -> impl Strategy<Value = PerUnit<u64>> {
-    (1u64..1_000_000, 1u64..200, 1u64..3_600_000).prop_map(|(tokens, tool_calls, wall_ms)| {
-        PerUnit {
+    let cost = prop_oneof![Just(0u64), 1u64..2_000_000];
+    (1u64..1_000_000, 1u64..200, 1u64..3_600_000, cost).prop_map(
+        |(tokens, tool_calls, wall_ms, cost)| PerUnit {
             tokens,
             tool_calls,
             wall_ms,
-        }
-    })
+            cost,
+        },
+    )
 }
 
 proptest! {
@@ -185,8 +191,9 @@ proptest! {
                 prop_assert_eq!(book.reserve, share - owed);
                 prop_assert_eq!(allocation.iter().filter(|m| m.unit == unit).collect::<Vec<_>>(), plain_allocation.iter().filter(|m| m.unit == unit).collect::<Vec<_>>());
             }
-            *reported.get_mut(unit) = owed > book.total;
-            prop_assert_eq!(book.uncovered(), owed.saturating_sub(book.total));
+            *reported.get_mut(unit) = book.capped() && owed > book.total;
+            let uncovered = if book.capped() { owed.saturating_sub(book.total) } else { 0 };
+            prop_assert_eq!(book.uncovered(), uncovered);
         }
         log.extend(allocation);
         for (step, op) in ops.into_iter().enumerate() {
@@ -197,7 +204,8 @@ proptest! {
                 Op::Charge { pick, usage } => {
                     let id = pick.get(&ids).clone();
                     let outcome = ledger.charge(&id, usage).unwrap();
-                    prop_assert_eq!(outcome.is_exhausted(), Unit::ALL.iter().any(|u| ledger.account(&id, *u).unwrap().overrun() > 0 && *usage.get(*u) > 0));
+                    let over = |u: Unit| ledger.book(u).capped() && ledger.account(&id, u).unwrap().overrun() > 0;
+                    prop_assert_eq!(outcome.is_exhausted(), Unit::ALL.iter().any(|u| *usage.get(*u) > 0 && over(*u)));
                     for e in &outcome.exhausted {
                         *reported.get_mut(e.unit) = true;
                     }
@@ -242,6 +250,13 @@ proptest! {
                 let book = ledger.book(unit);
                 // The books never account more than the budget: whatever is spent beyond it
                 // is uncovered, and uncovered spend was reported when it was charged.
+                if !book.capped() {
+                    // Uncapped money: counted, nothing held back, nothing ever uncovered.
+                    prop_assert_eq!((book.reserve, book.uncovered()), (0, 0));
+                    let charges: u64 = log.iter().filter(|m| m.unit == unit && m.kind == MovementKind::Charge).map(|m| m.amount).sum();
+                    prop_assert_eq!(book.spent(), charges);
+                    continue;
+                }
                 prop_assert!(book.spent() - book.uncovered() <= book.total);
                 if book.uncovered() > 0 {
                     prop_assert!(*reported.get(unit), "uncovered spend was never reported");

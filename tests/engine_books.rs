@@ -242,6 +242,7 @@ async fn books_after_replan(stack: Stack) {
         tokens: budget,
         tool_calls: 100,
         wall_ms: 600_000,
+        cost: 0,
     };
     let books = Ledger::replay(totals, &movements).expect("replays");
     for unit in Unit::ALL {
@@ -260,9 +261,12 @@ async fn books_after_replan(stack: Stack) {
 }
 
 #[tokio::test]
-async fn pre_plan_spend_beyond_the_budget_stops_the_task_before_any_step() {
-    // The worked example's gate (300) and strategic call (1,500) against 1,000 tokens: the books
-    // cannot cover 800 of it, so the task ends budget_exhausted instead of running milestones.
+async fn a_call_the_budget_cannot_cover_is_not_sent_and_the_task_stops_before_any_step() {
+    // The worked example's gate (300) and strategic call (1,500) against 1,000 tokens. Calls are
+    // reserved before they are sent (docs/architecture.md, "Money and reservations"): the first
+    // call whose smallest answer and prompt cannot fit what is left is refused, not sent, so the
+    // books never exceed the budget (before reservations the two calls were sent and 800 tokens
+    // of them were left uncovered). The task ends budget_exhausted instead of running milestones.
     let stack = Stack::start("worked_example.json").await;
     let id = stack
         .submit(
@@ -282,16 +286,27 @@ async fn pre_plan_spend_beyond_the_budget_stops_the_task_before_any_step() {
         "{result:#}"
     );
     let (_, ledger) = stack.get(&format!("/v1/tasks/{id}/ledger")).await;
-    assert_eq!(result["spend"]["tokens"], 1_800);
+    let spent = result["spend"]["tokens"].as_i64().expect("spend");
+    assert!(spent <= 1_000, "within the budget: {result:#}");
+    assert_eq!(charged(&ledger).tokens, spent, "the spend is on the books");
+    let limited = stack.events_of(&id, "ledger.limited").await;
+    let refused: Vec<&Value> = limited
+        .iter()
+        .filter(|l| l["refused"] == "tokens")
+        .collect();
     assert_eq!(
-        charged(&ledger).tokens,
-        1_800,
-        "the spend is on the books, not hidden"
+        refused.len(),
+        1,
+        "one call refused, then the task stopped: {limited:#?}"
+    );
+    assert!(
+        refused[0]["worst"]["tokens"].as_u64() > refused[0]["room"]["tokens"].as_u64(),
+        "{refused:#?}"
     );
     assert_eq!(
-        stack.sim.stats().llm.by_purpose.get("tactical"),
+        stack.sim.stats().llm.by_purpose.get("strategic"),
         None,
-        "no step ran"
+        "the plan was never asked for"
     );
     assert_eq!(stack.sim.stats().tools["search"].calls, 0);
     let events = stack.events(&id).await;

@@ -106,6 +106,7 @@ async fn worked_example(stack: Stack) {
         tokens: 200_000,
         tool_calls: 100,
         wall_ms: 600_000,
+        cost: 0,
     };
     let books = Ledger::replay(totals, &movements).expect("replays");
     assert_eq!(books.book(Unit::Tokens).reserve, 52_057);

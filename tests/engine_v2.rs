@@ -488,11 +488,17 @@ async fn budget_exhaustion_stops_with_a_report() {
         .list_ledger_entries(cairn::domain::task::DEFAULT_TENANT, task.id)
         .await
         .expect("ledger");
-    assert_eq!(
-        sum(&entries, "grant", Some("m2")),
-        4_900,
-        "the whole reserve was granted"
-    );
+    // The second repair drew 2,000 from the reserve. The third is reserved before it is sent:
+    // its worst case (the prompt at a token per byte, and its answer) cannot fit the 2,900 left,
+    // so it is refused and the reserve is never overdrawn (before reservations it was sent, the
+    // whole 4,900 granted and its last 100 tokens left uncovered).
+    assert_eq!(sum(&entries, "grant", Some("m2")), 2_000);
+    let refused = event_kinds(&store, &task)
+        .await
+        .into_iter()
+        .filter(|(_, k, d)| k == "ledger.limited" && d["refused"] == "tokens")
+        .count();
+    assert_eq!(refused, 1, "one call refused, then the task stopped");
     let events = event_kinds(&store, &task).await;
     assert!(
         events

@@ -108,6 +108,7 @@ async fn world() -> (common::TestSqlite, Arc<dyn Store>, World, uuid::Uuid) {
                     tokens: 1000,
                     tool_calls: 10,
                     wall_ms: 1000,
+                    cost: None,
                 },
                 metadata: json!({META_KEY: {"task": "dep", "repeat": 0}}),
                 approval: Default::default(),
@@ -132,6 +133,8 @@ fn ask(id: uuid::Uuid, purpose: Purpose, milestone: &str, input: Value) -> Model
         turns: Vec::new(),
         schema: None,
         sampling: Default::default(),
+        max_tokens: 1024,
+        retry_max_tokens: 2048,
     }
 }
 

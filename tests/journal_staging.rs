@@ -39,6 +39,7 @@ async fn journal(store: Arc<dyn Store>) -> (Journal, watch::Sender<StopSignal>) 
             tokens: 1_000,
             tool_calls: 10,
             wall_ms: 60_000,
+            cost: None,
         },
         metadata: json!({}),
         approval: Default::default(),

@@ -101,6 +101,7 @@ async fn submit(store: &dyn Store, clock: &dyn Clock, metadata: serde_json::Valu
             tokens: 100,
             tool_calls: 10,
             wall_ms: 3_600_000,
+            cost: None,
         },
         metadata,
         approval: Default::default(),

@@ -607,6 +607,8 @@ async fn an_exploring_re_ask_is_sent_warmer_and_other_calls_keep_the_endpoint_te
                 turns: Vec::new(),
                 schema: Some(json!({"type": "object"})),
                 sampling,
+                max_tokens: 1024,
+                retry_max_tokens: 2048,
             })
             .await
             .expect("answer");

@@ -38,6 +38,7 @@ fn new_task() -> NewTask {
             tokens: 100,
             tool_calls: 1,
             wall_ms: 1_000,
+            cost: None,
         },
         metadata: json!({}),
         approval: Default::default(),

@@ -220,6 +220,7 @@ async fn the_worked_example_replays_the_seed_figures() {
         tokens: 200_000,
         tool_calls: 1_000,
         wall_ms: 3_600_000,
+        cost: 0,
     };
     let (mut ledger, _) =
         Ledger::allocate(totals, &plan.shares(), &LedgerPolicy::default()).expect("allocate");
@@ -227,6 +228,7 @@ async fn the_worked_example_replays_the_seed_figures() {
         tokens: n,
         tool_calls: 0,
         wall_ms: 0,
+        cost: 0,
     };
     assert_eq!(ledger.book(Unit::Tokens).reserve, 40_000);
     assert_eq!(

@@ -271,5 +271,9 @@ async fn reactive_stops_at_its_budget() {
     )
     .await;
     assert_eq!(task.status, TaskStatus::BudgetExhausted);
-    assert_eq!(model.log.lock().unwrap().len(), 3);
+    // Two calls of 4,000 tokens fit; the third is reserved before it is sent, cannot fit the
+    // 2,000 left, and is never sent (before reservations it was sent and overshot the budget).
+    assert_eq!(model.log.lock().unwrap().len(), 2);
+    let spent = task.result.as_ref().map(|r| r["spend"]["tokens"].clone());
+    assert_eq!(spent, Some(json!(8_000)), "within the budget");
 }

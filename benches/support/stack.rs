@@ -185,6 +185,7 @@ pub async fn submit(store: &dyn Store, count: usize) -> Vec<TaskId> {
                 tokens: 1_000_000,
                 tool_calls: 10_000,
                 wall_ms: 3_600_000,
+                cost: None,
             },
             metadata: serde_json::json!({}),
             approval: Default::default(),

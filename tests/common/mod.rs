@@ -111,6 +111,7 @@ pub fn new_task(tenant: &str, goal: &str) -> cairn::domain::task::NewTask {
             tokens: 10_000,
             tool_calls: 10,
             wall_ms: 60_000,
+            cost: None,
         },
         metadata: serde_json::json!({}),
         approval: Default::default(),

@@ -243,6 +243,7 @@ pub fn budget(tokens: u64) -> Budget {
         tokens,
         tool_calls: 100,
         wall_ms: 600_000,
+        cost: None,
     }
 }
 

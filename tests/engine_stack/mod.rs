@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use cairn::clock::{Clock, SystemClock};
 use cairn::config::Config;
+use cairn::domain::price::{Pricing, PurposeModels};
 use cairn::domain::settings::EngineSettings;
 use cairn::engine::planner::V2Engine;
 use cairn::engine::runtime::adapters::{ClientTools, LlmModels};
@@ -32,6 +33,12 @@ pub enum Db {
     Sqlite(TestSqlite),
     Postgres(TestPg),
 }
+
+/// A route to the simulator's model endpoint: given its base URL, the base URL to use.
+pub type Via = Box<
+    dyn FnOnce(String) -> std::pin::Pin<Box<dyn std::future::Future<Output = String> + Send>>
+        + Send,
+>;
 
 /// Bounds every wait; only a failing test reaches it.
 pub const WAIT: Duration = Duration::from_secs(60);
@@ -66,11 +73,44 @@ impl Stack {
         Self::start_on(scenario, Db::Postgres(db), store, EngineSettings::default()).await
     }
 
+    /// The stack with the engine's model calls sent through `via` (a test's proxy, started
+    /// with the simulator's base URL and answering with its own), on SQLite or Postgres.
+    pub async fn start_via(
+        scenario: &str,
+        postgres: bool,
+        settings: EngineSettings,
+        via: Via,
+    ) -> Stack {
+        let (db, store): (Db, Arc<dyn Store>) = match postgres {
+            true => {
+                let db = TestPg::create().await;
+                let store = Arc::new(PgStore::connect(&db.url, 8).await.expect("pg"));
+                (Db::Postgres(db), store)
+            }
+            false => {
+                let db = TestSqlite::create();
+                let store = Arc::new(SqliteStore::open(&db.path).await.expect("sqlite"));
+                (Db::Sqlite(db), store)
+            }
+        };
+        Self::start_routed(scenario, db, store, settings, Some(via)).await
+    }
+
     async fn start_on(
         scenario: &str,
         db: Db,
         store: Arc<dyn Store>,
         settings: EngineSettings,
+    ) -> Stack {
+        Self::start_routed(scenario, db, store, settings, None).await
+    }
+
+    async fn start_routed(
+        scenario: &str,
+        db: Db,
+        store: Arc<dyn Store>,
+        settings: EngineSettings,
+        via: Option<Via>,
     ) -> Stack {
         store.migrate().await.expect("migrate");
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -78,16 +118,29 @@ impl Stack {
             .join(scenario);
         let sim = SimServer::start_file(&path, 0).await.expect("simulator");
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let llm = LlmClient::new(
-            Endpoints::uniform(sim.llm_endpoint()),
-            RetryPolicy::default(),
-        )
-        .expect("llm client");
+        let mut endpoint = sim.llm_endpoint();
+        if let Some(via) = via {
+            endpoint.base_url = via(endpoint.base_url).await;
+        }
+        let llm = LlmClient::new(Endpoints::uniform(endpoint), RetryPolicy::default())
+            .expect("llm client");
         let tools = ToolClient::new(
             sim.registry(),
             Some(Arc::new(StoreReceipts(store.clone()))),
             clock.clone(),
         );
+        // What a money cap is checked against, as `cairn serve` resolves it: every purpose on
+        // the simulator's model.
+        let model = Some(sim.llm_endpoint().model);
+        let pricing = Pricing {
+            prices: settings.prices.clone(),
+            models: PurposeModels {
+                gate: model.clone(),
+                strategic: model.clone(),
+                tactical: model.clone(),
+                verifier: model,
+            },
+        };
         // Every call counted, as `cairn serve` counts them, for the metrics test.
         let meters = Meters::new();
         let engine = Arc::new(V2Engine::new(
@@ -121,7 +174,8 @@ impl Stack {
         let (stop, stopped) = oneshot::channel::<()>();
         let state = AppState::new(store.clone(), clock, config)
             .with_tools(sim.registry())
-            .with_meters(meters);
+            .with_meters(meters)
+            .with_pricing(pricing);
         tokio::spawn(cairn::http::serve(listener, state, async move {
             let _ = stopped.await;
         }));

@@ -121,6 +121,7 @@ pub async fn submit(store: &dyn Store, steps: u64, step_ms: u64) -> TaskId {
             tokens: 1000,
             tool_calls: 10,
             wall_ms: 600_000,
+            cost: None,
         },
         metadata: serde_json::json!({ "engine_steps": steps, "engine_step_ms": step_ms }),
         approval: Default::default(),

@@ -39,6 +39,7 @@ pub fn new_task(tenant: &str, goal: &str) -> NewTask {
             tokens: 200_000,
             tool_calls: 40,
             wall_ms: 600_000,
+            cost: None,
         },
         metadata: json!({ "goal_kind": "test", "tags": ["a", "b"] }),
         approval: Default::default(),

@@ -90,7 +90,11 @@ pub async fn serve_with(
         .await?;
     // This server's figures for `GET /metrics`: one registry, shared by all that records.
     let meters = Meters::new();
-    let Wired { engine, tools } = make_engine(&config, store.clone(), &meters)?;
+    let Wired {
+        engine,
+        tools,
+        pricing,
+    } = make_engine(&config, store.clone(), &meters)?;
     // MCP servers list their tools before the first request; one that is down is reported
     // (`GET /v1/tools`) and asked again in the background.
     tools.start().await;
@@ -129,7 +133,8 @@ pub async fn serve_with(
         .with_meters(meters)
         .with_tools(tools)
         .with_rollout(rollout)
-        .with_auth(auth);
+        .with_auth(auth)
+        .with_pricing(pricing);
     let state = match models {
         Some(probe) => state.with_model_probe(probe),
         None => state,

@@ -73,6 +73,7 @@ async fn world(dir: &Path) -> (Arc<World>, uuid::Uuid) {
             tokens: 1000,
             tool_calls: 10,
             wall_ms: 1000,
+            cost: None,
         },
         metadata: json!({META_KEY: {"task": "dep", "repeat": 1}}),
         tools: None,
@@ -99,6 +100,8 @@ fn ask(id: uuid::Uuid, input: Value) -> ModelCall {
         ],
         schema: Some(json!({"type": "object"})),
         sampling: Sampling::Explore,
+        max_tokens: 1024,
+        retry_max_tokens: 2048,
     }
 }
 

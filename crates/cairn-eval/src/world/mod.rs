@@ -344,6 +344,7 @@ impl ModelPort for World {
                 output,
             },
             model: Some("cairn-eval-world".into()),
+            asked_output: 0,
         })
     }
 }

@@ -137,6 +137,9 @@ impl Config {
                 budget.tool_calls = parse(name, value, "a whole number")?
             }
             "CAIRN_DEFAULT_BUDGET_WALL_MS" => budget.wall_ms = parse(name, value, "milliseconds")?,
+            "CAIRN_DEFAULT_BUDGET_COST" => {
+                budget.cost = Some(parse(name, value, "micro-units of the currency")?)
+            }
             _ => {}
         }
         Ok(())

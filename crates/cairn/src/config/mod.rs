@@ -13,6 +13,7 @@ pub use crate::secret::Secret;
 
 mod env;
 mod limits;
+pub mod prices;
 mod sections;
 mod validate;
 
@@ -126,6 +127,8 @@ pub struct Config {
     /// Model endpoints by purpose: `gate`, `strategic`, `tactical`, `verifier`. Missing purposes
     /// use `default`; with no endpoint at all, cairn runs against its built-in simulator.
     pub llm: BTreeMap<String, LlmEndpoint>,
+    /// What model tokens and tool calls cost (`[prices]`): money as a budget unit.
+    pub prices: prices::PriceTable,
     /// API key authentication (`CAIRN_AUTH`): `auto` (keys once the store holds one; until then
     /// dev mode on a loopback address, refusal to start on any other), `on`, or `off`.
     pub auth: crate::http::auth_start::AuthSetting,
@@ -166,6 +169,7 @@ impl Default for Config {
             llm_timeout_ms: 120_000,
             engine: crate::domain::settings::EngineSettings::default(),
             llm: BTreeMap::new(),
+            prices: prices::PriceTable::default(),
             auth: crate::http::auth_start::AuthSetting::Auto,
         }
     }
@@ -215,6 +219,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "default_budget.tool_calls",
     ),
     ("CAIRN_DEFAULT_BUDGET_WALL_MS", "default_budget.wall_ms"),
+    ("CAIRN_DEFAULT_BUDGET_COST", "default_budget.cost"),
 ];
 
 pub use limits::HTTP_ENV_VARS;

@@ -31,6 +31,9 @@ impl Config {
                 errors.join("; ").replace("budget.", "default_budget."),
             ));
         }
+        self.prices
+            .validate()
+            .map_err(|error| invalid("prices", error.to_string()))?;
         if self.sim_latency_ms > MAX_SIM_LATENCY_MS {
             return Err(invalid(
                 "sim_latency_ms (CAIRN_SIM_LATENCY_MS)",

@@ -129,6 +129,10 @@ pub mod kinds {
     pub const LEDGER_CHARGE: &str = "ledger.charge";
     pub const LEDGER_GRANT: &str = "ledger.grant";
     pub const LEDGER_RETURN: &str = "ledger.return";
+    /// `{call, milestone, room, worst, refused, max_tokens, retry_max_tokens}`: a call's worst
+    /// case did not fit what the milestone and the reserve had left; it was sent smaller (no
+    /// re-ask, a smaller `max_tokens`), or, with `refused` naming the unit, not at all.
+    pub const LEDGER_LIMITED: &str = "ledger.limited";
 
     // The baselines.
     /// `{strategy, round, answered, error}` (one_shot) or `{strategy, round, move}` (reactive):
@@ -138,7 +142,7 @@ pub mod kinds {
     pub const V1_LIST: &str = "v1.list";
 
     /// Every kind above.
-    pub const ALL: [&str; 37] = [
+    pub const ALL: [&str; 38] = [
         TASK_CREATED,
         TASK_CLAIMED,
         TASK_RELEASED,
@@ -174,6 +178,7 @@ pub mod kinds {
         LEDGER_CHARGE,
         LEDGER_GRANT,
         LEDGER_RETURN,
+        LEDGER_LIMITED,
         STRATEGY_ROUND,
         V1_LIST,
     ];

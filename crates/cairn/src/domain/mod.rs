@@ -21,6 +21,7 @@ pub mod instant;
 pub mod ledger;
 pub mod message;
 pub mod plan;
+pub mod price;
 pub mod progress;
 pub mod repair;
 pub mod report;

@@ -24,6 +24,9 @@ pub struct SpendView {
     pub tool_calls: u64,
     /// Wall-clock milliseconds.
     pub wall_ms: u64,
+    /// Money in micro-units of the operator's currency (`[prices]`); 0 where nothing is priced.
+    #[serde(default)]
+    pub cost: u64,
 }
 
 /// A milestone under way.

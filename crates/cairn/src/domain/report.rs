@@ -18,6 +18,7 @@ impl PerUnit<u64> {
         self.tokens += other.tokens;
         self.tool_calls += other.tool_calls;
         self.wall_ms += other.wall_ms;
+        self.cost += other.cost;
     }
 }
 
@@ -27,6 +28,7 @@ impl From<Spend> for SpendView {
             tokens: spend.tokens,
             tool_calls: spend.tool_calls,
             wall_ms: spend.wall_ms,
+            cost: spend.cost,
         }
     }
 }

@@ -48,6 +48,10 @@ pub struct EngineSettings {
     pub direct_max_rounds: u32,
     /// What a person must sign off before it runs (`[engine.approval]`).
     pub approval: crate::domain::approval::ApprovalPolicy,
+    /// What calls cost: not an `[engine]` key but the `[prices]` table, resolved for the
+    /// configured models by the composition root.
+    #[serde(skip)]
+    pub prices: crate::domain::price::Prices,
 }
 
 impl Default for EngineSettings {
@@ -70,6 +74,7 @@ impl Default for EngineSettings {
             direct_prior_weight: 2.0,
             direct_max_rounds: 4,
             approval: crate::domain::approval::ApprovalPolicy::default(),
+            prices: crate::domain::price::Prices::default(),
         }
     }
 }

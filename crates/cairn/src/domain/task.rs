@@ -144,6 +144,15 @@ pub struct Budget {
     #[schema(minimum = 1, maximum = 2_592_000_000_u64)]
     #[serde(deserialize_with = "crate::domain::whole::unsigned")]
     pub wall_ms: u64,
+    /// Money, in micro-units of the operator's currency (`[prices]`, docs/configuration.md):
+    /// 1,000,000 is one unit. Absent: no money cap; the spend is still counted and reported.
+    #[schema(minimum = 1, maximum = 1_000_000_000_000_u64)]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::domain::whole::optional"
+    )]
+    pub cost: Option<u64>,
 }
 
 /// A budget as a submitter gives it: any unit left out (or `null`) is the operator's default
@@ -163,6 +172,11 @@ pub struct BudgetRequest {
     #[schema(minimum = 1, maximum = 2_592_000_000_u64)]
     #[serde(default, deserialize_with = "crate::domain::whole::optional")]
     pub wall_ms: Option<u64>,
+    /// Money, in micro-units of the operator's currency; left out: the default budget's cap,
+    /// if it has one.
+    #[schema(minimum = 1, maximum = 1_000_000_000_000_u64)]
+    #[serde(default, deserialize_with = "crate::domain::whole::optional")]
+    pub cost: Option<u64>,
 }
 
 impl BudgetRequest {
@@ -172,6 +186,7 @@ impl BudgetRequest {
             tokens: self.tokens.unwrap_or(default.tokens),
             tool_calls: self.tool_calls.unwrap_or(default.tool_calls),
             wall_ms: self.wall_ms.unwrap_or(default.wall_ms),
+            cost: self.cost.or(default.cost),
         }
     }
 }
@@ -191,6 +206,7 @@ impl From<Budget> for BudgetRequest {
             tokens: Some(budget.tokens),
             tool_calls: Some(budget.tool_calls),
             wall_ms: Some(budget.wall_ms),
+            cost: budget.cost,
         }
     }
 }
@@ -202,6 +218,7 @@ impl Budget {
         tokens: 200_000,
         tool_calls: 50,
         wall_ms: 900_000,
+        cost: None,
     };
 }
 
@@ -209,6 +226,8 @@ impl Budget {
 pub const MAX_TOKENS: u64 = 1_000_000_000;
 pub const MAX_TOOL_CALLS: u64 = 1_000_000;
 pub const MAX_WALL_MS: u64 = 30 * 24 * 3600 * 1000;
+/// A million units of currency, in micro-units.
+pub const MAX_COST: u64 = 1_000_000_000_000;
 
 impl Budget {
     /// Every unit must be positive and below its absurdity bound.
@@ -219,7 +238,10 @@ impl Budget {
             ("tokens", self.tokens, MAX_TOKENS),
             ("tool_calls", self.tool_calls, MAX_TOOL_CALLS),
             ("wall_ms", self.wall_ms, MAX_WALL_MS),
-        ] {
+        ]
+        .into_iter()
+        .chain(self.cost.map(|cost| ("cost", cost, MAX_COST)))
+        {
             if value == 0 {
                 errors.push(format!("budget.{name} must be greater than 0"));
             } else if value > max {

@@ -233,6 +233,7 @@ mod tests {
                 tokens: 1,
                 tool_calls: 1,
                 wall_ms: 1000,
+                cost: None,
             },
             metadata,
             status: TaskStatus::Running,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::clock::Clock;
+use crate::domain::price::Pricing;
 use crate::engine::rollout::Rollout;
 use crate::http::auth::{AuthGate, AuthMode};
 use crate::llm::ModelProbe;
@@ -63,6 +64,10 @@ pub struct AppState {
     /// What `GET /metrics` shows; the same meters the workers and ports record into
     /// ([`AppState::with_meters`]).
     pub meters: Meters,
+    /// What a money cap (`budget.cost`) is checked against when a task asks for one; `None`
+    /// (an engine-less test server) leaves the check to the engine, which refuses every call
+    /// of a capped task that nobody priced.
+    pub pricing: Option<Arc<Pricing>>,
 }
 
 impl AppState {
@@ -80,6 +85,7 @@ impl AppState {
             models: None,
             auth: Arc::new(AuthGate::new(AuthMode::DevUntilKeys)),
             meters: Meters::new(),
+            pricing: None,
         }
     }
 
@@ -107,6 +113,13 @@ impl AppState {
 
     pub fn with_meters(mut self, meters: Meters) -> Self {
         self.meters = meters;
+        self
+    }
+
+    /// Checks a money cap (`budget.cost`) against `pricing`: a task asking for one is refused
+    /// while a configured model or a registered tool is unpriced.
+    pub fn with_pricing(mut self, pricing: Pricing) -> Self {
+        self.pricing = Some(Arc::new(pricing));
         self
     }
 }

@@ -31,6 +31,10 @@ pub struct Completion {
     /// The answer stopped at its token budget (`finish_reason: "length"`). A structured answer
     /// that validated anyway is returned with this set.
     pub truncated: bool,
+    /// The answer tokens asked for in all: `max_tokens`, plus the re-ask's budget when a
+    /// cut-off answer was asked again (0 when the request set none). A provider that reports more
+    /// than this reports more than it was asked to write.
+    pub asked_tokens: u32,
 }
 
 /// The client. Cheap to clone; share one per process.
@@ -105,7 +109,10 @@ impl LlmClient {
             }) => *usage,
             _ => return first,
         };
-        let budget = larger_budget(request.max_tokens);
+        let Some(budget) = larger_budget(request.max_tokens, request.retry_max_tokens) else {
+            // The caller reserved no larger answer: the cut-off one is the call's result.
+            return first;
+        };
         tracing::info!(
             %purpose,
             max_tokens = budget,
@@ -119,6 +126,9 @@ impl LlmClient {
         match self.finish(endpoint, &retry, response, attempts + more) {
             Ok(mut completion) => {
                 completion.usage = completion.usage.plus(spent);
+                completion.asked_tokens = completion
+                    .asked_tokens
+                    .saturating_add(request.max_tokens.unwrap_or(0));
                 Ok(completion)
             }
             Err(LlmError::InvalidOutput {
@@ -253,6 +263,7 @@ impl LlmClient {
             simulated: response.simulated,
             attempts,
             truncated,
+            asked_tokens: request.max_tokens.unwrap_or(0),
         })
     }
 }
@@ -260,11 +271,17 @@ impl LlmClient {
 /// The budget of the one retry of a truncated structured answer when the request set none.
 pub const TRUNCATED_RETRY_MAX_TOKENS: u32 = 4096;
 
-/// The budget for asking again after an answer ran out of tokens.
-fn larger_budget(max_tokens: Option<u32>) -> u32 {
-    match max_tokens {
+/// The budget for asking again after an answer ran out of tokens: twice the first, or the
+/// caller's ceiling when it set one; `None` when the ceiling leaves no larger answer.
+fn larger_budget(max_tokens: Option<u32>, ceiling: Option<u32>) -> Option<u32> {
+    let doubled = match max_tokens {
         Some(tokens) => tokens.saturating_mul(2).max(1),
         None => TRUNCATED_RETRY_MAX_TOKENS,
+    };
+    match ceiling {
+        None => Some(doubled),
+        Some(ceiling) if ceiling > max_tokens.unwrap_or(0) => Some(doubled.min(ceiling)),
+        Some(_) => None,
     }
 }
 

@@ -52,6 +52,10 @@ pub struct ChatRequest {
     /// When set, the answer must be JSON matching this schema.
     pub output: Option<OutputSchema>,
     pub max_tokens: Option<u32>,
+    /// The most tokens the one re-ask of a cut-off structured answer may take: `None`, twice
+    /// `max_tokens`; at most `max_tokens` (0 included), no re-ask. The engine sets it to what
+    /// it reserved for the re-ask, so a retry never spends beyond the reservation.
+    pub retry_max_tokens: Option<u32>,
     /// Sent as `temperature` when set; unset leaves the endpoint's default.
     pub temperature: Option<f32>,
 }
@@ -66,6 +70,7 @@ impl ChatRequest {
             messages,
             output: None,
             max_tokens: None,
+            retry_max_tokens: None,
             temperature: None,
         }
     }

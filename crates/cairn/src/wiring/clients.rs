@@ -46,6 +46,8 @@ pub enum WiringError {
     #[error(transparent)]
     Client(#[from] LlmError),
     #[error(transparent)]
+    Prices(crate::config::prices::PriceError),
+    #[error(transparent)]
     Tools(#[from] RegistryError),
     #[error(transparent)]
     Sim(#[from] SimError),

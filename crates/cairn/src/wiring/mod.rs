@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
+use crate::domain::price::{Pricing, PurposeModels};
 use crate::engine::Engine;
 use crate::engine::baselines::BaselineConfig;
 use crate::engine::dispatch::{Dispatch, Engines};
@@ -39,6 +40,9 @@ pub use clients::{Clients, WiringError};
 pub struct Wired {
     pub engine: Arc<dyn Engine>,
     pub tools: ToolCatalog,
+    /// The price table as resolved for the configured models: what a money cap is checked
+    /// against when a task asks for one.
+    pub pricing: Pricing,
 }
 
 /// Builds the serving engine; errors name what is misconfigured.
@@ -51,6 +55,7 @@ pub fn engine(
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let clients = Clients::from_config(config)?;
     let registry = clients.tools.clone();
+    let (settings, pricing) = priced(config, &clients)?;
     let receipts: Arc<dyn ReceiptStore> = Arc::new(StoreReceipts(store));
     let models: Arc<dyn ModelPort> = Arc::new(MeteredModels {
         inner: Arc::new(TracedModels::over(
@@ -72,7 +77,7 @@ pub fn engine(
         Engines::new(
             models.clone(),
             tools,
-            config.engine.clone(),
+            settings.clone(),
             BaselineConfig::default(),
         )
     };
@@ -88,9 +93,41 @@ pub fn engine(
     Ok(Wired {
         engine,
         tools: registry,
+        pricing,
     })
 }
 
+/// The engine's settings with the price table resolved for the configured models, and the
+/// pricing the API checks a money cap against. A server whose default budget caps money does
+/// not start while a model or registered tool is unpriced: it would be sent calls nobody can
+/// book (an MCP server's tools, listed later, are checked when a task asks for a cap).
+fn priced(
+    config: &Config,
+    clients: &Clients,
+) -> Result<(crate::domain::settings::EngineSettings, Pricing), WiringError> {
+    use crate::config::prices::PriceError;
+    use crate::llm::Purpose;
+    let model = |purpose| clients.llm.model(purpose).map(str::to_string);
+    let models = PurposeModels {
+        gate: model(Purpose::Gate),
+        strategic: model(Purpose::Strategic),
+        tactical: model(Purpose::Tactical),
+        verifier: model(Purpose::Verifier),
+    };
+    let prices = config
+        .prices
+        .resolve(&models)
+        .map_err(WiringError::Prices)?;
+    let pricing = Pricing { prices, models };
+    let registry = clients.tools.current();
+    let unpriced = pricing.unpriced(registry.specs().map(|spec| spec.name.as_str()));
+    if let (Some(_), Some(what)) = (config.default_budget.cost, unpriced) {
+        return Err(WiringError::Prices(PriceError::Unpriced(what)));
+    }
+    let mut settings = config.engine.clone();
+    settings.prices = pricing.prices.clone();
+    Ok((settings, pricing))
+}
 /// A worker pool over `store` and `engine` with the configuration's timings.
 pub fn pool_params(
     config: &Config,

@@ -88,6 +88,7 @@ mod tests {
             tokens: 0,
             tool_calls: 0,
             wall_ms: ms,
+            cost: 0,
         }
     }
 
@@ -95,6 +96,7 @@ mod tests {
         tokens: 1_000,
         tool_calls: 10,
         wall_ms: 10_000,
+        cost: 0,
     };
 
     /// 10,000 ms: a 2,000 reserve, then 2,666 for each of three milestones; with the
@@ -162,6 +164,7 @@ mod tests {
             tokens: 1_000,
             tool_calls: 0,
             wall_ms: 0,
+            cost: 0,
         };
         let outcome = ledger
             .charge_lending("m1", tokens, lenders)

@@ -4,7 +4,9 @@
 //! (20% of each unit by default), splits the rest across milestones by estimated effort, records
 //! every charge against the milestone that caused it, grants a milestone's deficit from the
 //! reserve, and takes a passed milestone's unspent allocation back into the reserve. Tokens, tool
-//! calls and wall-clock time are kept separately: they run out for different reasons.
+//! calls, wall-clock time and money (`cost`) are kept separately: they run out for different
+//! reasons. Money is the one unit a budget may leave uncapped: its spend is still charged and
+//! reported, but nothing is allocated, granted or exhausted ([`UnitBook::capped`]).
 //!
 //! Every change is a [`LedgerMovement`], and [`Ledger::apply`] is the only code that changes the
 //! books: live operations compute their movements and apply them one by one, and
@@ -36,16 +38,19 @@ pub enum Unit {
     Tokens,
     ToolCalls,
     WallMs,
+    /// Money in micro-units of the operator's currency, priced from the price table.
+    Cost,
 }
 
 impl Unit {
-    pub const ALL: [Unit; 3] = [Unit::Tokens, Unit::ToolCalls, Unit::WallMs];
+    pub const ALL: [Unit; 4] = [Unit::Tokens, Unit::ToolCalls, Unit::WallMs, Unit::Cost];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Unit::Tokens => "tokens",
             Unit::ToolCalls => "tool_calls",
             Unit::WallMs => "wall_ms",
+            Unit::Cost => "cost",
         }
     }
 
@@ -60,6 +65,9 @@ pub struct PerUnit<T> {
     pub tokens: T,
     pub tool_calls: T,
     pub wall_ms: T,
+    /// Absent in what was stored before money was a unit: zero then.
+    #[serde(default)]
+    pub cost: T,
 }
 
 impl<T> PerUnit<T> {
@@ -68,6 +76,7 @@ impl<T> PerUnit<T> {
             Unit::Tokens => &self.tokens,
             Unit::ToolCalls => &self.tool_calls,
             Unit::WallMs => &self.wall_ms,
+            Unit::Cost => &self.cost,
         }
     }
 
@@ -76,16 +85,20 @@ impl<T> PerUnit<T> {
             Unit::Tokens => &mut self.tokens,
             Unit::ToolCalls => &mut self.tool_calls,
             Unit::WallMs => &mut self.wall_ms,
+            Unit::Cost => &mut self.cost,
         }
     }
 }
 
+/// A budget's totals; an uncapped `cost` is a total of 0 (no budget unit can be 0 otherwise),
+/// which the books read as "counted, not capped" ([`UnitBook::capped`]).
 impl From<Budget> for PerUnit<u64> {
     fn from(budget: Budget) -> Self {
         PerUnit {
             tokens: budget.tokens,
             tool_calls: budget.tool_calls,
             wall_ms: budget.wall_ms,
+            cost: budget.cost.unwrap_or(0),
         }
     }
 }
@@ -232,6 +245,13 @@ pub struct UnitBook {
 }
 
 impl UnitBook {
+    /// Whether the budget caps this unit. An uncapped unit (a total of 0: money without a
+    /// `budget.cost`) is charged like any other, but never allocated, granted, returned or
+    /// exhausted, and nothing is ever uncovered in it.
+    pub fn capped(&self) -> bool {
+        self.total > 0
+    }
+
     pub fn allocated(&self) -> u64 {
         self.accounts.values().map(|a| a.allocated).sum()
     }
@@ -254,6 +274,9 @@ impl UnitBook {
     /// Spend nothing in the budget covers: owed overhead plus milestones' overruns. While it is
     /// zero, `spent() <= total`; the engine stops a task as `budget_exhausted` when it is not.
     pub fn uncovered(&self) -> u64 {
+        if !self.capped() {
+            return 0;
+        }
         self.owed() + self.accounts.values().map(Account::overrun).sum::<u64>()
     }
 
@@ -307,7 +330,7 @@ impl ChargeOutcome {
     }
 }
 
-/// The three unit books of one task.
+/// The four unit books of one task.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
 pub struct Ledger {
     #[schema(value_type = Object)]
@@ -317,6 +340,7 @@ pub struct Ledger {
 mod lend;
 pub use lend::Lenders;
 mod ops;
+mod rebalance;
 
 mod reads;
 

@@ -14,6 +14,7 @@ fn example_totals() -> PerUnit<u64> {
         tokens: 200_000,
         tool_calls: 100,
         wall_ms: 600_000,
+        cost: 0,
     }
 }
 
@@ -169,4 +170,63 @@ fn fractions_are_exact() {
     assert_eq!(f.of(7), 1);
     assert_eq!(Fraction::from_f64(f64::NAN).of(100), 0);
     assert_eq!(Fraction::from_f64(3.0).of(100), 100);
+}
+
+#[test]
+fn stored_columns_parse_back() {
+    let m = LedgerMovement::from_parts(Some("m1".into()), "grant", "wall_ms", 7).unwrap();
+    assert_eq!(
+        (m.kind, m.unit, m.amount),
+        (MovementKind::Grant, Unit::WallMs, 7)
+    );
+    assert!(LedgerMovement::from_parts(None, "spend", "tokens", 1).is_err());
+    assert!(LedgerMovement::from_parts(None, "charge", "gold", 1).is_err());
+    assert!(LedgerMovement::from_parts(None, "charge", "tokens", -1).is_err());
+    assert_eq!(
+        serde_json::to_value(MovementKind::Return).unwrap(),
+        "return"
+    );
+}
+
+#[test]
+fn money_without_a_cap_is_counted_but_never_allocated_or_exhausted() {
+    let policy = LedgerPolicy::default();
+    let (mut ledger, allocation) =
+        Ledger::allocate(example_totals(), &example_shares(), &policy).unwrap();
+    assert!(allocation.iter().all(|m| m.unit != Unit::Cost));
+    let spend = PerUnit {
+        tokens: 10,
+        cost: 5_000_000,
+        ..PerUnit::default()
+    };
+    let outcome = ledger.charge("m1", spend).unwrap();
+    assert!(!outcome.is_exhausted());
+    assert_eq!(*outcome.used.get(Unit::Cost), 0.0);
+    ledger.charge_overhead(spend).unwrap();
+    assert_eq!(ledger.book(Unit::Cost).spent(), 10_000_000);
+    assert_eq!(ledger.spent_by("m1").unwrap().cost, 5_000_000);
+    assert_eq!(ledger.uncovered(), None);
+    assert_eq!(ledger.room(Some("m1")).cost, None);
+    assert_eq!(
+        ledger.return_unspent("m2").unwrap().len(),
+        3,
+        "three capped units"
+    );
+
+    // Capped, money is a unit like the others: 20% held back, the rest split by effort.
+    let capped = PerUnit {
+        cost: 1_000,
+        ..example_totals()
+    };
+    let (mut ledger, _) = Ledger::allocate(capped, &example_shares(), &policy).unwrap();
+    assert_eq!(ledger.book(Unit::Cost).reserve, 200);
+    assert_eq!(ledger.room(Some("m1")).cost, Some(114 + 200));
+    assert_eq!(ledger.room(None).cost, Some(200));
+    let dear = PerUnit {
+        cost: 400,
+        ..PerUnit::default()
+    };
+    let outcome = ledger.charge("m1", dear).unwrap();
+    assert_eq!(outcome.exhausted.first().map(|e| e.unit), Some(Unit::Cost));
+    assert_eq!(ledger.uncovered(), Some(Unit::Cost));
 }

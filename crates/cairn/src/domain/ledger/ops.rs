@@ -64,6 +64,10 @@ impl Ledger {
         let mut movements = Vec::new();
         for unit in Unit::ALL {
             let total = *totals.get(unit);
+            if total == 0 {
+                // Uncapped (money without a cap): counted, never allocated.
+                continue;
+            }
             let owed = ledger.books.get(unit).owed().min(total);
             let reserve = policy.reserve.of(total).max(owed);
             movements.push(movement(None, MovementKind::Allocate, unit, reserve));
@@ -97,7 +101,7 @@ impl Ledger {
         ledger
     }
 
-    fn apply_all(&mut self, movements: &[LedgerMovement]) -> Result<(), LedgerError> {
+    pub(super) fn apply_all(&mut self, movements: &[LedgerMovement]) -> Result<(), LedgerError> {
         movements.iter().try_for_each(|m| self.apply(m))
     }
 
@@ -138,7 +142,11 @@ impl Ledger {
                 book.overhead_spent = add(book.overhead_spent, amount)?;
             }
             (MovementKind::Charge, Some(id)) => {
-                let account = account_mut(book, id)?;
+                let account = match book.capped() {
+                    true => account_mut(book, id)?,
+                    // An uncapped unit allocates nothing, so its accounts open with a charge.
+                    false => book.accounts.entry(id.to_string()).or_default(),
+                };
                 account.spent = add(account.spent, amount)?;
             }
             (MovementKind::Grant, Some(id)) => {
@@ -185,6 +193,12 @@ impl Ledger {
                 continue;
             }
             let book = self.books.get(unit);
+            if !book.capped() {
+                let m = movement(Some(milestone.into()), MovementKind::Charge, unit, amount);
+                self.apply(&m)?;
+                movements.push(m);
+                continue;
+            }
             let account = self.account(milestone, unit)?;
             let after = add(account.spent, amount)?;
             let deficit = after.saturating_sub(account.allocated);
@@ -230,7 +244,11 @@ impl Ledger {
             if amount == 0 {
                 continue;
             }
-            let uncovered = amount.saturating_sub(self.books.get(unit).reserve);
+            let book = self.books.get(unit);
+            let uncovered = match book.capped() {
+                true => amount.saturating_sub(book.reserve),
+                false => 0,
+            };
             let m = movement(None, MovementKind::Charge, unit, amount);
             self.apply(&m)?;
             movements.push(m);
@@ -255,6 +273,9 @@ impl Ledger {
     ) -> Result<Vec<LedgerMovement>, LedgerError> {
         let mut movements = Vec::new();
         for unit in Unit::ALL {
+            if !self.books.get(unit).capped() {
+                continue;
+            }
             let account = self.account(milestone, unit)?;
             let unspent = account.allocated.saturating_sub(account.spent);
             if unspent > 0 {
@@ -262,45 +283,6 @@ impl Ledger {
                 self.apply(&m)?;
                 movements.push(m);
             }
-        }
-        Ok(movements)
-    }
-
-    fn rebalance_inner(
-        &mut self,
-        release: &[String],
-        shares: &[(String, u32)],
-        policy: &LedgerPolicy,
-    ) -> Result<Vec<LedgerMovement>, LedgerError> {
-        if shares.iter().any(|(_, effort)| *effort == 0) {
-            let (id, _) = shares
-                .iter()
-                .find(|(_, e)| *e == 0)
-                .cloned()
-                .unwrap_or_default();
-            return Err(LedgerError::ZeroEffort(id));
-        }
-        let mut movements = Vec::new();
-        for id in release {
-            movements.extend(self.return_unspent(id)?);
-        }
-        for unit in Unit::ALL {
-            let mut batch = Vec::new();
-            for (id, _) in shares {
-                if !self.books.get(unit).accounts.contains_key(id) {
-                    batch.push(movement(Some(id.clone()), MovementKind::Allocate, unit, 0));
-                }
-            }
-            let reserve = self.books.get(unit).reserve;
-            let pool = reserve - policy.reserve.of(reserve);
-            batch.extend(
-                split(pool, shares)
-                    .into_iter()
-                    .filter(|(_, amount)| *amount > 0)
-                    .map(|(id, amount)| movement(Some(id), MovementKind::Grant, unit, amount)),
-            );
-            self.apply_all(&batch)?;
-            movements.extend(batch);
         }
         Ok(movements)
     }
@@ -328,19 +310,6 @@ impl Ledger {
         self.atomically(|l| l.return_unspent_inner(milestone))
     }
 
-    /// Re-funds the open milestones of an L3 plan version: every milestone in `release` (the old
-    /// version's unfinished ones) returns its unspent allocation, then the reserve less its own
-    /// policy share is split by effort over `shares` (new accounts are opened with a zero
-    /// allocation, then granted).
-    pub fn rebalance(
-        &mut self,
-        release: &[String],
-        shares: &[(String, u32)],
-        policy: &LedgerPolicy,
-    ) -> Result<Vec<LedgerMovement>, LedgerError> {
-        self.atomically(|l| l.rebalance_inner(release, shares, policy))
-    }
-
     /// Runs an operation that applies several movements; if any fails, none stays applied, so
     /// the live books never hold movements the caller was not given to persist.
     pub(super) fn atomically<T>(
@@ -363,7 +332,7 @@ fn add(a: u64, b: u64) -> Result<u64, LedgerError> {
         .ok_or_else(|| inconsistent("amount overflows".into()))
 }
 
-fn movement(
+pub(super) fn movement(
     milestone_id: Option<String>,
     kind: MovementKind,
     unit: Unit,
@@ -378,7 +347,7 @@ fn movement(
 }
 
 /// `floor(pool * effort / sum(efforts))` per milestone, in the given order.
-fn split(pool: u64, shares: &[(String, u32)]) -> Vec<(String, u64)> {
+pub(super) fn split(pool: u64, shares: &[(String, u32)]) -> Vec<(String, u64)> {
     let sum: u128 = shares.iter().map(|(_, e)| u128::from(*e)).sum();
     shares
         .iter()

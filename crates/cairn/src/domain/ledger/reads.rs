@@ -10,7 +10,11 @@ impl Ledger {
     /// spend against it reads as at least 100%).
     pub fn used(&self, milestone: &str) -> Result<PerUnit<f64>, LedgerError> {
         let mut used = PerUnit::default();
-        for unit in Unit::ALL {
+        self.account(milestone, Unit::Tokens)?;
+        for unit in Unit::ALL
+            .into_iter()
+            .filter(|u| self.books.get(*u).capped())
+        {
             let a = self.account(milestone, unit)?;
             *used.get_mut(unit) = a.spent as f64 / a.allocated.max(1) as f64;
         }
@@ -25,6 +29,25 @@ impl Ledger {
             *spent.get_mut(unit) = self.books.get(unit).spent();
         }
         spent
+    }
+
+    /// What a charge to `milestone` (with `None`, to the task's overhead) may still spend per
+    /// unit before anything is uncovered: the milestone's unspent allocation plus the reserve a
+    /// charge draws grants from. `None` for an uncapped unit. A call is reserved against this
+    /// before it is sent (`engine::runtime::reserve`).
+    pub fn room(&self, milestone: Option<&str>) -> PerUnit<Option<u64>> {
+        let mut room = PerUnit::default();
+        for unit in Unit::ALL {
+            let book = self.books.get(unit);
+            if !book.capped() {
+                continue;
+            }
+            let own = milestone
+                .and_then(|id| book.accounts.get(id))
+                .map_or(0, |a| a.allocated.saturating_sub(a.spent));
+            *room.get_mut(unit) = Some(own.saturating_add(book.reserve));
+        }
+        room
     }
 
     /// The first unit with spend nothing in the budget covers, if any.
@@ -54,8 +77,10 @@ impl Ledger {
     /// Spend per unit of one milestone, for the task's report.
     pub fn spent_by(&self, milestone: &str) -> Result<PerUnit<u64>, LedgerError> {
         let mut spent = PerUnit::default();
+        self.account(milestone, Unit::Tokens)?;
         for unit in Unit::ALL {
-            *spent.get_mut(unit) = self.account(milestone, unit)?.spent;
+            // An uncapped unit's account opens with its first charge.
+            *spent.get_mut(unit) = self.account(milestone, unit).map_or(0, |a| a.spent);
         }
         Ok(spent)
     }

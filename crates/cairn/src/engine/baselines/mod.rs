@@ -137,6 +137,8 @@ pub fn context(ports: &Ports, ctx: RunContext, engine: EngineKind) -> Result<Att
         halt: AtomicBool::new(false),
         approvals: Default::default(),
         after_park,
+        held: Default::default(),
+        overreport: Default::default(),
     })
 }
 
@@ -196,25 +198,29 @@ pub async fn execute(cx: &Attempt, call: Call<'_>) -> Result<Executed, Halt> {
         then,
     } = call;
     let known = cx.specs.contains_key(tool);
-    let (ok, output, error, spend) = if known {
-        let called = cx
-            .call_tool(ToolCall {
-                task_id: cx.task().id,
-                tool: tool.to_string(),
-                args: args.clone(),
-                repeat,
-            })
-            .await?;
+    // The call's reservation is held until its charge is recorded below.
+    let (ok, output, error, spend, _hold) = if known {
+        let call = ToolCall {
+            task_id: cx.task().id,
+            tool: tool.to_string(),
+            args: args.clone(),
+            repeat,
+        };
+        let called = cx.call_tool(call, None).await?;
         match called.reply {
             Ok(reply) => {
                 let failed = step_failed(reply.error.as_deref(), &reply.output);
-                (!failed, reply.output, reply.error, called.spend)
+                let output = reply.output;
+                (!failed, output, reply.error, called.spend, called.hold)
             }
-            Err(error) => (false, Value::Null, Some(error.message), called.spend),
+            Err(error) => {
+                let message = Some(error.message);
+                (false, Value::Null, message, called.spend, called.hold)
+            }
         }
     } else {
         let reason = format!("tool {tool:?} is not registered");
-        (false, Value::Null, Some(reason), Spend::default())
+        (false, Value::Null, Some(reason), Spend::default(), None)
     };
     let observation = json!({"step": step, "tool": tool, "args": args, "ok": ok,
                              "error": error, "output": brief(&output, 2000)});
@@ -281,8 +287,9 @@ pub async fn finish(cx: &Attempt, end: Finish) -> Result<RunOutcome, Halt> {
 
 /// The budget check every baseline makes before spending more.
 pub async fn exhausted(cx: &Attempt, strategy: &'static str) -> Result<Option<RunOutcome>, Halt> {
-    let spent = cx.journal.read(|s| s.overhead).await;
-    match over_budget(cx, spent) {
+    let (spent, refused) = cx.journal.read(|s| (s.overhead, s.refused)).await;
+    // A call refused before it was sent (`runtime::reserve`) ends the run like spend beyond it.
+    match refused.or_else(|| over_budget(cx, spent)) {
         Some(unit) => finish(
             cx,
             Finish {

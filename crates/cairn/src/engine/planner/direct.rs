@@ -254,15 +254,14 @@ async fn execute(cx: &Attempt, direct: &DirectState, step: &Step) -> Result<(), 
         .iter()
         .map(|s| (s.tool.as_str(), &s.args));
     let repeat = Repeat::among(&step.tool, &step.args, earlier);
-    // The call commits what is staged first.
-    let called = cx
-        .call_tool(ToolCall {
-            task_id: cx.task().id,
-            tool: step.tool.clone(),
-            args: step.args.clone(),
-            repeat,
-        })
-        .await?;
+    let call = ToolCall {
+        task_id: cx.task().id,
+        tool: step.tool.clone(),
+        args: step.args.clone(),
+        repeat,
+    };
+    // The call commits what is staged first; its reservation is held until its charge is.
+    let called = cx.call_tool(call, None).await?;
     let (ok, output, error) = match called.reply {
         Ok(reply) => (reply.error.is_none(), reply.output, reply.error),
         Err(error) => (false, Value::Null, Some(error.message)),

@@ -24,7 +24,7 @@ use crate::engine::planner::follow_up::UNREACHED;
 use crate::engine::runtime::attempt::{Attempt, Called, brief};
 use crate::engine::runtime::checkpoint::{Failure, Record, Spend, TaskState};
 use crate::engine::runtime::ledger;
-use crate::engine::runtime::ports::{FailureKind, Repeat, ToolCall};
+use crate::engine::runtime::ports::{FailureKind, PortError, Repeat, ToolCall, ToolReply};
 use crate::store::NewArtifact;
 
 /// What happened to one step.
@@ -90,21 +90,20 @@ pub async fn run_next_step(cx: &Attempt, milestone_id: &str) -> Result<StepOutco
     if let Err(reason) = check_contract(cx, &tools, &step) {
         return record_drift(cx, milestone_id, index, &step, reason).await;
     }
-    // The call commits what is staged first.
-    let called = cx
-        .call_tool(ToolCall {
-            task_id: cx.task().id,
-            tool: step.tool.clone(),
-            args: step.args.clone(),
-            repeat,
-        })
-        .await?;
+    let call = ToolCall {
+        task_id: cx.task().id,
+        tool: step.tool.clone(),
+        args: step.args.clone(),
+        repeat,
+    };
+    // The call commits what is staged first; its reservation is held until its charge is.
+    let Called { reply, spend, hold } = cx.call_tool(call, Some(milestone_id)).await?;
     let executed = Executed {
         milestone_id,
         index,
         step: &step,
-        spend: called.spend,
-        answer: Answer::of(called),
+        spend,
+        answer: Answer::of(reply),
     };
     // A side effect goes on the record at once: its step, its charge and what it changed stay in
     // the books and the events even if the task is cancelled before the next commit. A read's
@@ -118,6 +117,7 @@ pub async fn run_next_step(cx: &Attempt, milestone_id: &str) -> Result<StepOutco
     } else {
         cx.journal.stage(|state| commit(state, &executed)).await?
     };
+    drop(hold);
     Ok(match outcome {
         // The constraint's event is the commit's last: the L3 points at it.
         StepOutcome::Constrained { failure } => StepOutcome::Constrained {
@@ -145,8 +145,8 @@ struct Answer {
 const CONSTRAINT_FIELD: &str = "constraint";
 
 impl Answer {
-    fn of(called: Called) -> Answer {
-        match called.reply {
+    fn of(reply: Result<ToolReply, PortError>) -> Answer {
+        match reply {
             Ok(reply) => Answer {
                 ok: reply.error.is_none(),
                 error: reply.error,

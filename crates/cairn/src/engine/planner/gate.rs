@@ -48,9 +48,11 @@ fn thresholds(config: &super::EngineSettings) -> GateThresholds {
 pub async fn decide(cx: &Attempt) -> Result<Route, Halt> {
     let task = cx.task().clone();
     let heuristic = heuristic_features(&task.goal, &cx.writers());
-    let (decision, spend, prompt) = match task.strategy {
+    // The gate call's reservation is held until its charge is staged below.
+    let (decision, spend, prompt, _hold) = match task.strategy {
         Strategy::Direct => (
             GateRecord::forced(Route::Direct, task.strategy, Some(heuristic)),
+            None,
             None,
             None,
         ),
@@ -84,10 +86,12 @@ pub async fn decide(cx: &Attempt) -> Result<Route, Halt> {
                 GateRecord::decided(decided, task.strategy, sources),
                 Some(asked.spend),
                 Some(asked.prompt),
+                asked.hold,
             )
         }
         _ => (
             GateRecord::forced(Route::Plan, task.strategy, None),
+            None,
             None,
             None,
         ),

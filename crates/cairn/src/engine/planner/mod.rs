@@ -104,6 +104,8 @@ impl Engine for V2Engine {
             halt: AtomicBool::new(false),
             approvals: Default::default(),
             after_park,
+            held: Default::default(),
+            overreport: Default::default(),
         });
         let driven = drive(cx.clone()).await;
         // A yielding run hands the task back with every transition it made committed.

@@ -23,6 +23,7 @@ use crate::engine::runtime::checkpoint::{
 };
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::{Purpose, Repeat, ToolCall};
+use crate::engine::runtime::reserve::Hold;
 use crate::engine::{prompts, schemas};
 
 /// The result of one check evaluation.
@@ -96,7 +97,8 @@ pub async fn check(cx: &Attempt, milestone_id: &str, cause: CheckCause) -> Resul
     // A command leaf's runner call commits what is staged first; a check that calls no tool
     // (its artifacts alone, a verifier model) commits nothing: the step's result before it
     // commits with the check's decision and what follows.
-    let (external, spends) = perform(cx, &subject).await?;
+    // The leaves' reservations stay held until their charges are on the books (`decide`).
+    let (external, spends, holds) = perform(cx, &subject).await?;
     let evaluated = Evaluated {
         milestone_id,
         cause,
@@ -108,6 +110,7 @@ pub async fn check(cx: &Attempt, milestone_id: &str, cause: CheckCause) -> Resul
     // Staged: what follows (a repair, the next milestone's start and steps, the verifier and
     // the ending) commits it.
     let (applied, exhausted) = cx.journal.stage(|state| decide(state, &evaluated)).await?;
+    drop(holds);
     Ok(Checked {
         outcome: evaluated.outcome,
         seq: applied.last_seq,
@@ -152,8 +155,13 @@ struct Subject<'a> {
     artifacts: &'a BTreeMap<String, Value>,
 }
 
-/// The results of the check's external leaves (by leaf index) and what each cost.
-type Performed = (BTreeMap<usize, ExternalResult>, Vec<(&'static str, Spend)>);
+/// The results of the check's external leaves (by leaf index), what each cost, and their
+/// calls' reservations.
+type Performed = (
+    BTreeMap<usize, ExternalResult>,
+    Vec<(&'static str, Spend)>,
+    Vec<Hold>,
+);
 
 /// Performs the leaves a program cannot evaluate from the artifacts: `command` leaves through
 /// the runner tool, `verifier` leaves through the verifier model, `steps_succeeded` from the
@@ -161,14 +169,17 @@ type Performed = (BTreeMap<usize, ExternalResult>, Vec<(&'static str, Spend)>);
 async fn perform(cx: &Attempt, subject: &Subject<'_>) -> Result<Performed, Halt> {
     let mut external = BTreeMap::new();
     let mut spends = Vec::new();
+    let mut holds = Vec::new();
     for (index, leaf) in subject.accept.leaves().into_iter().enumerate() {
         let (source, result, spend) = match leaf {
             Check::Command { tool, args, .. } => {
-                let (result, spend) = command(cx, subject, index, tool, args).await?;
+                let (result, spend, hold) = command(cx, subject, index, tool, args).await?;
+                holds.extend(hold);
                 ("check", result, spend)
             }
             Check::Verifier { prompt } => {
-                let (result, spend) = verifier(cx, subject, prompt).await;
+                let (result, spend, hold) = verifier(cx, subject, prompt).await;
+                holds.extend(hold);
                 ("verifier", result, spend)
             }
             Check::StepsSucceeded => {
@@ -205,7 +216,7 @@ async fn perform(cx: &Attempt, subject: &Subject<'_>) -> Result<Performed, Halt>
         spends.push((source, spend));
         external.insert(index, result);
     }
-    Ok((external, spends))
+    Ok((external, spends, holds))
 }
 
 async fn command(
@@ -214,21 +225,20 @@ async fn command(
     index: usize,
     tool: &str,
     args: &Value,
-) -> Result<(ExternalResult, Spend), Halt> {
-    let called = cx
-        .call_tool(ToolCall {
-            task_id: cx.task().id,
-            tool: tool.to_string(),
-            args: args.clone(),
-            // A deliberate repeat per evaluation and per claim: a check must really re-run
-            // after a resume, never be answered from a receipt.
-            repeat: Repeat::Check {
-                milestone: format!("{}#{index}", subject.milestone_id),
-                run: subject.run.check_runs + 1,
-                claim: u32::try_from(cx.task().attempts).unwrap_or(0),
-            },
-        })
-        .await?;
+) -> Result<(ExternalResult, Spend, Option<Hold>), Halt> {
+    let call = ToolCall {
+        task_id: cx.task().id,
+        tool: tool.to_string(),
+        args: args.clone(),
+        // A deliberate repeat per evaluation and per claim: a check must really re-run after a
+        // resume, never be answered from a receipt.
+        repeat: Repeat::Check {
+            milestone: format!("{}#{index}", subject.milestone_id),
+            run: subject.run.check_runs + 1,
+            claim: u32::try_from(cx.task().attempts).unwrap_or(0),
+        },
+    };
+    let called = cx.call_tool(call, Some(subject.milestone_id)).await?;
     let result = match called.reply {
         Ok(reply) => match reply.error {
             Some(error) => ExternalResult::Unavailable(error),
@@ -236,10 +246,14 @@ async fn command(
         },
         Err(error) => ExternalResult::Unavailable(error.message),
     };
-    Ok((result, called.spend))
+    Ok((result, called.spend, called.hold))
 }
 
-async fn verifier(cx: &Attempt, subject: &Subject<'_>, prompt: &str) -> (ExternalResult, Spend) {
+async fn verifier(
+    cx: &Attempt,
+    subject: &Subject<'_>,
+    prompt: &str,
+) -> (ExternalResult, Spend, Option<Hold>) {
     let Subject {
         milestone_id,
         milestone,
@@ -264,7 +278,7 @@ async fn verifier(cx: &Attempt, subject: &Subject<'_>, prompt: &str) -> (Externa
         Ok(reply) => ExternalResult::Verdict(reply.value),
         Err(error) => ExternalResult::Unavailable(error.message),
     };
-    (result, asked.spend)
+    (result, asked.spend, asked.hold)
 }
 
 /// An evaluated check, as its decision is committed.

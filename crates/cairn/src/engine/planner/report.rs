@@ -114,11 +114,18 @@ fn within_budget(state: &TaskState, budget: Budget, ending: Ending) -> Ending {
     match ledger::overdrawn(state, budget) {
         Some(unit) if ending.status != TaskStatus::BudgetExhausted => Ending {
             status: TaskStatus::BudgetExhausted,
-            reason: format!(
-                "the budget cannot cover the {} spent (task overhead beyond the reserve); {}",
-                unit.as_str(),
-                ending.reason
-            ),
+            reason: match state.refused {
+                Some(_) => format!(
+                    "a call needed more {} than the budget had left, and was not sent; {}",
+                    unit.as_str(),
+                    ending.reason
+                ),
+                None => format!(
+                    "the budget cannot cover the {} spent (task overhead beyond the reserve); {}",
+                    unit.as_str(),
+                    ending.reason
+                ),
+            },
             extra: json!({"unit": unit, "ended_as": ending.status.as_str(), "extra": ending.extra}),
             ..ending
         },
@@ -129,14 +136,25 @@ fn within_budget(state: &TaskState, budget: Budget, ending: Ending) -> Ending {
 /// The ending for a task whose books are overdrawn (see [`within_budget`]), if they are.
 pub async fn overdrawn(cx: &Attempt) -> Option<Ending> {
     let budget = cx.task().budget;
-    let unit = cx.journal.read(|s| ledger::overdrawn(s, budget)).await?;
-    Some(Ending {
-        status: TaskStatus::BudgetExhausted,
-        verified: None,
-        reason: format!(
+    let (unit, refused) = cx
+        .journal
+        .read(|s| (ledger::overdrawn(s, budget), s.refused.is_some()))
+        .await;
+    let unit = unit?;
+    let reason = match refused {
+        true => format!(
+            "a call needed more {} than the budget had left, and was not sent",
+            unit.as_str()
+        ),
+        false => format!(
             "task overhead (gate, planning, verification) ran out of {} and the reserve cannot cover it",
             unit.as_str()
         ),
+    };
+    Some(Ending {
+        status: TaskStatus::BudgetExhausted,
+        verified: None,
+        reason,
         extra: json!({"unit": unit}),
         cause: None,
     })

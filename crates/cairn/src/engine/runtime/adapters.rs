@@ -50,11 +50,12 @@ impl ModelPort for LlmModels {
     async fn complete(&self, call: ModelCall) -> Result<ModelReply, PortError> {
         let mut request = ChatRequest::new(purpose(call.purpose), messages(&call))
             .task(call.task_id)
-            .max_tokens(answer_budget(call.purpose))
+            .max_tokens(call.max_tokens)
             .json_output(
                 format!("cairn_{}", call.purpose.as_str()),
                 call.schema.unwrap_or_else(|| json!({"type": "object"})),
             );
+        request.retry_max_tokens = Some(call.retry_max_tokens);
         request.milestone = call.milestone;
         request.attempt = Some(call.attempt.max(1));
         request.temperature = match call.sampling {
@@ -72,6 +73,7 @@ impl ModelPort for LlmModels {
                     tokens: completion.usage.total_tokens,
                     split: split(&completion.usage),
                     model: Some(completion.model),
+                    asked_output: u64::from(completion.asked_tokens),
                 })
             }
             Err(error) => Err(model_error(&error)),
@@ -93,21 +95,6 @@ fn messages(call: &ModelCall) -> Vec<ChatMessage> {
         Speaker::Engine => ChatMessage::user(text(&turn.content)),
     }));
     messages
-}
-
-/// The most tokens an answer of each purpose may take. A small model constrained by a grammar
-/// can loop (repeating a field, or whitespace) until its context is full, and a local server
-/// keeps generating for a request its client gave up on; a budget bounds both. The answers fit
-/// well within them (a gate estimate is a few fields, a plan at most six milestones, a step list
-/// a few calls, a verdict one sentence); an answer cut short is detected and asked again once
-/// with a larger budget (`crate::llm`).
-pub fn answer_budget(purpose: Purpose) -> u32 {
-    match purpose {
-        Purpose::Gate => 256,
-        Purpose::Strategic => 1536,
-        Purpose::Tactical => 1024,
-        Purpose::Verifier => 384,
-    }
 }
 
 fn model_error(error: &LlmError) -> PortError {
@@ -239,6 +226,8 @@ mod tests {
             ],
             schema: None,
             sampling: Sampling::Endpoint,
+            max_tokens: 1024,
+            retry_max_tokens: 2048,
         };
         let sent: Vec<(String, String)> = messages(&call)
             .into_iter()

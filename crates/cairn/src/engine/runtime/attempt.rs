@@ -12,9 +12,10 @@ use serde_json::Value;
 use super::checkpoint::Spend;
 use super::journal::Journal;
 use super::ports::{
-    ModelCall, ModelPort, ModelReply, PortError, Purpose, Sampling, ToolCall, ToolPort, ToolReply,
-    ToolSpec, Turn,
+    FailureKind, ModelCall, ModelPort, ModelReply, PortError, Purpose, Sampling, ToolCall,
+    ToolPort, ToolReply, ToolSpec, Turn, answer_budget,
 };
+use super::reserve::Hold;
 use crate::domain::settings::EngineSettings;
 use crate::domain::task::Task;
 use crate::engine::prompts::Prompt;
@@ -42,12 +43,17 @@ pub struct Asked {
     pub spend: Spend,
     /// [`Prompt::version`] of the prompt, recorded in the call's events.
     pub prompt: String,
+    /// The call's reservation ([`super::reserve`]): kept by the caller until `spend` is
+    /// charged, so no other call of the task counts on what this one may yet be charged.
+    pub hold: Option<Hold>,
 }
 
 /// A tool answer or failure, with what it cost.
 pub struct Called {
     pub reply: Result<ToolReply, PortError>,
     pub spend: Spend,
+    /// The call's reservation, as for [`Asked::hold`].
+    pub hold: Option<Hold>,
 }
 
 /// The shared context of one attempt at a task.
@@ -66,6 +72,11 @@ pub struct Attempt {
     /// The previous attempt parked for a sign-off: its active milestones resume where they
     /// stopped, without the re-check a crash calls for.
     pub after_park: bool,
+    /// The worst cases of this attempt's calls in flight, per unit ([`super::reserve`]): what
+    /// the books may yet be charged beyond what they show.
+    pub held: super::reserve::Holds,
+    /// How much more than asked the model provider has reported ([`super::reserve`]).
+    pub overreport: super::reserve::Overreport,
 }
 
 /// The argument validators of the registered tools, each compiled from its JSON Schema on
@@ -120,37 +131,94 @@ impl Attempt {
         self.ask_sampled(question, Sampling::Endpoint).await
     }
 
-    /// [`Attempt::ask`] with the given sampling.
+    /// [`Attempt::ask`] with the given sampling. The call is first sized to what the books
+    /// have left ([`super::reserve`]); one they cannot cover at all is not sent, and fails as a
+    /// permanent model failure that cost nothing.
     pub async fn ask_sampled(&self, question: Question<'_>, sampling: Sampling) -> Asked {
         let started = Instant::now();
         let prompt = question.prompt.version();
-        let reply = self
-            .models
-            .complete(ModelCall {
-                purpose: question.purpose,
-                task_id: self.task().id,
-                milestone: question.milestone.map(str::to_string),
-                attempt: question.attempt,
-                prompt: question.prompt.text.to_string(),
-                input: question.input,
-                turns: question.turns,
-                schema: Some(question.schema),
-                sampling,
-            })
-            .await;
-        let tokens = match &reply {
-            Ok(reply) => reply.tokens,
-            Err(error) => error.tokens,
+        let wanted = answer_budget(question.purpose);
+        let mut call = ModelCall {
+            purpose: question.purpose,
+            task_id: self.task().id,
+            milestone: question.milestone.map(str::to_string),
+            attempt: question.attempt,
+            prompt: question.prompt.text.to_string(),
+            input: question.input,
+            turns: question.turns,
+            schema: Some(question.schema),
+            sampling,
+            max_tokens: wanted,
+            retry_max_tokens: wanted.saturating_mul(2),
         };
+        let charged_to = self.charged_to(question.milestone).await;
+        let hold = match self
+            .reserve_model_call(&mut call, charged_to.as_deref())
+            .await
+        {
+            Ok(hold) => hold,
+            Err(unit) => {
+                let message = format!(
+                    "not sent: its smallest answer would cost more {} than the milestone and the \
+                     reserve have left",
+                    unit.as_str()
+                );
+                return Asked {
+                    reply: Err(PortError::new(FailureKind::Permanent, message)),
+                    spend: Spend::default(),
+                    prompt,
+                    hold: None,
+                };
+            }
+        };
+        let purpose = call.purpose;
+        let (bound, sent) = (call.prompt_bound(), u64::from(call.max_tokens));
+        let reply = self.models.complete(call).await;
+        let (tokens, split) = match &reply {
+            Ok(reply) => (reply.tokens, reply.split),
+            Err(error) => (error.tokens, error.split),
+        };
+        // Whatever the provider counted beyond the prompt is priced as answer tokens (a total
+        // reported without its split, or above it, is never booked as free).
+        let written = tokens.saturating_sub(split.input);
+        if let Ok(reply) = &reply {
+            // What the provider reports beyond what the reservation bounded enlarges later ones.
+            let prompts = 1 + u64::from(reply.asked_output > sent);
+            self.overreport.learn(written, reply.asked_output);
+            self.overreport
+                .learn_prompt(split.input, bound.saturating_mul(prompts));
+        }
+        let price = super::reserve::model_price(&self.config.prices.models, purpose);
         Asked {
             reply,
             spend: Spend {
                 tokens,
                 tool_calls: 0,
                 wall_ms: elapsed_ms(started),
+                cost: price.map_or(0, |p| p.of(split.input, written)),
             },
             prompt,
+            hold: Some(hold),
         }
+    }
+
+    /// The account a call about `milestone` is charged to: the milestone's when the books have
+    /// one (a tactical or check call), the task's overhead otherwise (the gate, the planners,
+    /// the goal verifier, the direct loop and the baselines, whose labels are not milestones).
+    async fn charged_to(&self, milestone: Option<&str>) -> Option<String> {
+        let milestone = milestone?;
+        self.journal
+            .read(|state| {
+                state
+                    .ledger
+                    .as_ref()
+                    .and_then(|l| {
+                        l.account(milestone, crate::domain::ledger::Unit::Tokens)
+                            .ok()
+                    })
+                    .map(|_| milestone.to_string())
+            })
+            .await
     }
 
     /// The registered tools with side effects (what the gate's heuristic calls writers).
@@ -166,7 +234,11 @@ impl Attempt {
     /// call (the journal's rule), whichever part of the engine makes it. `Err` is the flush's.
     /// A call that needs a sign-off nobody gave stops the attempt ([`Halt::Parked`]); one a
     /// person rejected is answered as the tool's refusal, and costs no call.
-    pub async fn call_tool(&self, call: ToolCall) -> Result<Called, Halt> {
+    pub async fn call_tool(
+        &self,
+        call: ToolCall,
+        charged_to: Option<&str>,
+    ) -> Result<Called, Halt> {
         match self.gate_call(&call).await? {
             super::signoff::CallGate::Run => {}
             super::signoff::CallGate::Refused(why) => {
@@ -176,6 +248,7 @@ impl Attempt {
                         ..ToolReply::default()
                     }),
                     spend: Spend::default(),
+                    hold: None,
                 });
             }
             super::signoff::CallGate::Wait => {
@@ -183,16 +256,35 @@ impl Attempt {
                 return Err(Halt::Parked);
             }
         }
+        let price = self.config.prices.tool(&call.tool);
+        let hold = match self.reserve_tool_call(&call.tool, charged_to, price).await {
+            Ok(hold) => hold,
+            Err(unit) => {
+                let message = format!(
+                    "not sent: the milestone and the reserve have no {} left for it",
+                    unit.as_str()
+                );
+                return Ok(Called {
+                    reply: Err(PortError::new(FailureKind::Permanent, message)),
+                    spend: Spend::default(),
+                    hold: None,
+                });
+            }
+        };
         self.journal.flush().await?;
         let started = Instant::now();
         let reply = self.tools.call(call).await;
+        // A stored receipt answered: nothing was sent, so nothing is priced.
+        let sent = !matches!(&reply, Ok(r) if r.from_receipt);
         Ok(Called {
             reply,
             spend: Spend {
                 tokens: 0,
                 tool_calls: 1,
                 wall_ms: elapsed_ms(started),
+                cost: if sent { price.unwrap_or(0) } else { 0 },
             },
+            hold: Some(hold),
         })
     }
 

@@ -35,11 +35,7 @@ pub struct Charged {
 }
 
 pub fn usage(spend: Spend) -> PerUnit<u64> {
-    PerUnit {
-        tokens: spend.tokens,
-        tool_calls: spend.tool_calls,
-        wall_ms: spend.wall_ms,
-    }
+    spend
 }
 
 fn ledger_error(error: LedgerError) -> Halt {
@@ -95,6 +91,9 @@ pub fn open(
 /// The first unit in which the task has spent more than its budget covers: before the plan,
 /// pre-plan spend over the budget; after it, anything the books leave uncovered.
 pub fn overdrawn(state: &TaskState, budget: Budget) -> Option<Unit> {
+    if state.refused.is_some() {
+        return state.refused;
+    }
     match state.ledger.as_ref() {
         Some(ledger) => ledger.uncovered(),
         None => {
@@ -105,6 +104,25 @@ pub fn overdrawn(state: &TaskState, budget: Budget) -> Option<Unit> {
             over_budget(budget, spent)
         }
     }
+}
+
+/// What a call charged to `milestone` (with `None`, to the task's overhead) may still spend
+/// per unit (`None`: uncapped): from the books, or before they open, the budget less the
+/// pre-plan spend.
+pub fn room(state: &TaskState, milestone: Option<&str>, budget: Budget) -> PerUnit<Option<u64>> {
+    if let Some(ledger) = state.ledger.as_ref() {
+        return ledger.room(milestone);
+    }
+    let totals = PerUnit::from(budget);
+    let spent = charged(state);
+    let mut room = PerUnit::default();
+    for unit in Unit::ALL {
+        let total = *totals.get(unit);
+        if total > 0 {
+            *room.get_mut(unit) = Some(total.saturating_sub(*spent.get(unit)));
+        }
+    }
+    room
 }
 
 /// Everything charged to the task, per unit: the books' figure, or before the books open the
@@ -153,9 +171,10 @@ pub fn charge(
                 .iter()
                 .map(|u| *outcome.used.get(*u))
                 .fold(0.0, f64::max);
+            // A call refused before it was sent ends the milestone as spend nothing covers.
             Ok(Some(Charged {
                 fraction,
-                exhausted: outcome.exhausted.first().map(|e| e.unit),
+                exhausted: outcome.exhausted.first().map(|e| e.unit).or(state.refused),
             }))
         }
         (_, Some(ledger)) => {
@@ -163,9 +182,10 @@ pub fn charge(
             state.overhead.add(spend);
             persist(&outcome.movements, source, record);
             // Overhead has no allocation of its own: only an exhausted reserve is news.
-            Ok(outcome.exhausted.first().map(|e| Charged {
+            let exhausted = outcome.exhausted.first().map(|e| e.unit).or(state.refused);
+            Ok(exhausted.map(|unit| Charged {
                 fraction: 1.0,
-                exhausted: Some(e.unit),
+                exhausted: Some(unit),
             }))
         }
         (_, None) => {
@@ -203,7 +223,7 @@ fn waiting(state: &TaskState, charged: &str) -> Vec<String> {
         .collect()
 }
 
-/// Largest fraction of its allocation `milestone` has used, over the three units.
+/// Largest fraction of its allocation `milestone` has used, over the capped units.
 pub fn fraction(ledger: &Ledger, milestone: &str) -> f64 {
     ledger
         .used(milestone)
@@ -223,6 +243,7 @@ pub fn remaining(ledger: &Ledger, milestone: &str) -> Spend {
         tokens: left(Unit::Tokens),
         tool_calls: left(Unit::ToolCalls),
         wall_ms: left(Unit::WallMs),
+        cost: left(Unit::Cost),
     }
 }
 
@@ -235,15 +256,11 @@ pub fn release(state: &mut TaskState, milestone: &str, record: &mut Record) -> R
     Ok(())
 }
 
-/// The first unit (tokens, tool calls, wall time) in which `spent` is over `budget`, if any.
+/// The first unit in which `spent` is over `budget`, if any (money only when it is capped).
 pub fn over_budget(budget: Budget, spent: Spend) -> Option<Unit> {
-    if spent.tokens > budget.tokens {
-        Some(Unit::Tokens)
-    } else if spent.tool_calls > budget.tool_calls {
-        Some(Unit::ToolCalls)
-    } else if spent.wall_ms > budget.wall_ms {
-        Some(Unit::WallMs)
-    } else {
-        None
-    }
+    let totals = PerUnit::from(budget);
+    Unit::ALL.into_iter().find(|unit| {
+        let total = *totals.get(*unit);
+        (*unit != Unit::Cost || total > 0) && *spent.get(*unit) > total
+    })
 }

@@ -12,7 +12,8 @@
 //!   tool registry, and the two ways of spending budget (asking a model, calling a tool).
 //! - [`approvals`]: what a person must sign off before a call or a plan runs, and parking the
 //!   task while they decide.
-//! - [`ledger`]: charging spend to the books and persisting the movements.
+//! - [`ledger`]: charging spend to the books and persisting the movements; [`reserve`]:
+//!   sizing each call to what the books have left before it is sent.
 //! - [`turns`]: an act loop's observations as a conversation with the model.
 
 pub mod adapters;
@@ -24,6 +25,7 @@ pub mod ledger;
 pub mod ports;
 pub mod progress;
 pub mod receipted;
+pub mod reserve;
 pub mod sandbox;
 pub mod signoff;
 pub mod turns;

@@ -60,6 +60,55 @@ pub struct ModelCall {
     /// JSON Schema of the expected answer, sent as `response_format` where supported.
     pub schema: Option<Value>,
     pub sampling: Sampling,
+    /// The answer's token budget (`max_tokens`): the purpose's own ([`answer_budget`]), or less
+    /// when the milestone's books cannot cover its worst case (`super::reserve`).
+    pub max_tokens: u32,
+    /// The budget of the one re-ask of a cut-off answer: what was reserved for it, 0 for none.
+    pub retry_max_tokens: u32,
+}
+
+impl ModelCall {
+    /// The most prompt tokens this call can be charged: one per byte of every message (a
+    /// byte-level tokenizer never makes more), the schema included (some providers put it in the
+    /// prompt), plus each message's chat-template markers. What a reservation counts as the
+    /// prompt, so a provider's own count can only be lower.
+    pub fn prompt_bound(&self) -> u64 {
+        let bytes = |value: &Value| serde_json::to_string(value).map_or(0, |text| text.len());
+        let messages = 2 + self.turns.len();
+        let text = self.prompt.len()
+            + bytes(&self.input)
+            + self.turns.iter().map(|t| bytes(&t.content)).sum::<usize>()
+            + self.schema.as_ref().map_or(0, bytes);
+        u64::try_from(text + messages * TEMPLATE_TOKENS_PER_MESSAGE + TEMPLATE_TOKENS_PER_CALL)
+            .unwrap_or(u64::MAX)
+    }
+}
+
+/// Chat-template tokens around each message (role markers, separators), generously counted.
+const TEMPLATE_TOKENS_PER_MESSAGE: usize = 8;
+/// The assistant's opening markers, and a system preamble some servers add.
+const TEMPLATE_TOKENS_PER_CALL: usize = 32;
+
+/// The most tokens an answer of each purpose may take. A small model constrained by a grammar
+/// can loop (repeating a field, or whitespace) until its context is full, and a local server
+/// keeps generating for a request its client gave up on; a budget bounds both. The answers fit
+/// well within them (a gate estimate is a few fields, a plan at most six milestones, a step list
+/// a few calls, a verdict one sentence); an answer cut short is detected and asked again once
+/// with twice the budget (`crate::llm`), when the books can cover it.
+pub fn answer_budget(purpose: Purpose) -> u32 {
+    match purpose {
+        Purpose::Gate => 256,
+        Purpose::Strategic => 1536,
+        Purpose::Tactical => 1024,
+        Purpose::Verifier => 384,
+    }
+}
+
+/// The smallest budget an answer of each purpose is sent with when the books cannot cover its
+/// own (a quarter of it): below that a structured answer is likely cut off, and a cut-off
+/// answer is charged all the same, so the call is refused instead.
+pub fn least_answer(purpose: Purpose) -> u32 {
+    answer_budget(purpose) / 4
 }
 
 /// How the model samples its answer.
@@ -116,6 +165,9 @@ pub struct ModelReply {
     pub split: TokenSplit,
     /// The model that answered, as the endpoint named it.
     pub model: Option<String>,
+    /// The answer tokens the endpoint was asked for in all (the answer's `max_tokens`, and the
+    /// re-ask's when there was one); 0 when unknown.
+    pub asked_output: u64,
 }
 
 /// A call's tokens told apart: read (the prompt) and written (the answer). Metrics and

@@ -25,6 +25,7 @@ use crate::http::tools_doc::TaskTools;
 use crate::http::{cursor, idempotency};
 use crate::store::{CancelOutcome, IdempotencyClaim, TaskQuery};
 
+mod money;
 mod tools;
 
 /// Longest accepted goal, in characters (Unicode scalar values, what JSON Schema's `maxLength`
@@ -203,6 +204,7 @@ pub async fn create_task(
     request.validate()?;
     request.check_tools(&state.tools.current())?;
     let budget = request.budget_over(state.settings.default_budget);
+    money::check(&state, &budget)?;
     let idempotency = key.map(|key| IdempotencyClaim {
         key,
         request_hash: idempotency::canonical_hash(&request.canonical(budget)),

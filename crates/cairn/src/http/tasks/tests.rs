@@ -11,6 +11,7 @@ fn request(goal: &str) -> CreateTaskRequest {
             tokens: 1000,
             tool_calls: 10,
             wall_ms: 60_000,
+            cost: None,
         })),
         strategy: None,
         metadata: None,

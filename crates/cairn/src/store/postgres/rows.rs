@@ -19,7 +19,7 @@ macro_rules! task_columns {
     () => {
         "id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, budget_wall_ms, \
          metadata, status, created_at, updated_at, started_at, finished_at, plan_version, \
-         result, attempts, last_seq, tools, approval"
+         result, attempts, last_seq, tools, approval, budget_cost"
     };
 }
 pub(super) use task_columns;
@@ -36,6 +36,10 @@ pub(super) fn task(row: &PgRow) -> Result<Task, StoreError> {
             tokens: unsigned(row.try_get("budget_tokens")?, "budget_tokens")?,
             tool_calls: unsigned(row.try_get("budget_tool_calls")?, "budget_tool_calls")?,
             wall_ms: unsigned(row.try_get("budget_wall_ms")?, "budget_wall_ms")?,
+            cost: row
+                .try_get::<Option<i64>, _>("budget_cost")?
+                .map(|cost| unsigned(cost, "budget_cost"))
+                .transpose()?,
         },
         metadata: row.try_get("metadata")?,
         status: rules::stored_status(&status)?,

@@ -61,6 +61,11 @@ const MIGRATIONS: Embedded = &[
         "approvals",
         include_str!("../../../../../migrations/postgres/0010_approvals.sql"),
     ),
+    (
+        11,
+        "money as a budget unit",
+        include_str!("../../../../../migrations/postgres/0011_money.sql"),
+    ),
 ];
 
 pub(super) fn migrator() -> Migrator {

@@ -109,15 +109,16 @@ async fn insert_tasks(
         "WITH input AS ( \
             SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bigint[], \
                 $6::bigint[], $7::bigint[], $8::jsonb[], $9::timestamptz[], $10::text[], \
-                $12::text[], $13::text[]) \
+                $12::text[], $13::text[], $14::bigint[]) \
                 AS i(id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, \
-                    budget_wall_ms, metadata, now, event, tools, approval) \
+                    budget_wall_ms, metadata, now, event, tools, approval, budget_cost) \
          ), created AS ( \
             INSERT INTO tasks (id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, \
                 budget_wall_ms, metadata, status, created_at, updated_at, last_seq, tools, \
-                approval) \
+                approval, budget_cost) \
             SELECT id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, \
-                budget_wall_ms, metadata, 'queued', now, now, 1, NULLIF(tools, ''), approval \
+                budget_wall_ms, metadata, 'queued', now, now, 1, NULLIF(tools, ''), approval, \
+                budget_cost \
             FROM input RETURNING * \
          ), logged AS ( \
             INSERT INTO events (task_id, seq, kind, data, created_at) \
@@ -140,6 +141,7 @@ async fn insert_tasks(
     .bind(kinds::TASK_CREATED)
     .bind(columns.tools)
     .bind(columns.approvals)
+    .bind(columns.costs)
     .fetch_all(conn)
     .await?;
     let mut created = HashMap::with_capacity(rows.len());
@@ -174,6 +176,8 @@ struct NewColumns {
     /// The tool lists as JSON text, `""` for none (`NULL` in the row).
     tools: Vec<String>,
     approvals: Vec<&'static str>,
+    /// Money caps, `NULL` for none.
+    costs: Vec<Option<i64>>,
 }
 
 impl NewColumns {
@@ -186,6 +190,12 @@ impl NewColumns {
             .push(rows::bigint(budget.tool_calls, "budget.tool_calls")?);
         self.wall_ms
             .push(rows::bigint(budget.wall_ms, "budget.wall_ms")?);
+        self.costs.push(
+            budget
+                .cost
+                .map(|cost| rows::bigint(cost, "budget.cost"))
+                .transpose()?,
+        );
         self.ids.push(new.id);
         self.tenants.push(new.tenant_id.clone());
         self.goals.push(new.goal.clone());

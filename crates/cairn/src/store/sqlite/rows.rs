@@ -22,7 +22,7 @@ macro_rules! task_columns {
     () => {
         "id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, budget_wall_ms, \
          metadata, status, created_at, updated_at, started_at, finished_at, plan_version, \
-         result, attempts, last_seq, tools, approval"
+         result, attempts, last_seq, tools, approval, budget_cost"
     };
 }
 pub(super) use task_columns;
@@ -84,6 +84,13 @@ pub(super) fn task_from_row(row: &SqliteRow) -> Result<Task, StoreError> {
             tokens: budget_unit(row, "budget_tokens")?,
             tool_calls: budget_unit(row, "budget_tool_calls")?,
             wall_ms: budget_unit(row, "budget_wall_ms")?,
+            cost: row
+                .try_get::<Option<i64>, _>("budget_cost")?
+                .map(|cost| {
+                    u64::try_from(cost)
+                        .map_err(|_| StoreError::Corrupt(format!("negative budget_cost: {cost}")))
+                })
+                .transpose()?,
         },
         metadata: rules::parse_json("metadata", &metadata)?,
         status: rules::stored_status(&status)?,

@@ -37,6 +37,11 @@ const MIGRATIONS: Embedded = &[
         "approvals",
         include_str!("../../../../../migrations/sqlite/0006_approvals.sql"),
     ),
+    (
+        7,
+        "money as a budget unit",
+        include_str!("../../../../../migrations/sqlite/0007_money.sql"),
+    ),
 ];
 
 pub(super) fn migrator() -> Migrator {

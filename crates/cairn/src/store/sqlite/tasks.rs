@@ -67,8 +67,9 @@ async fn insert_task(
 ) -> Result<Task, StoreError> {
     let row = sqlx::query(concat!(
         "INSERT INTO tasks (id, tenant_id, goal, strategy, budget_tokens, budget_tool_calls, \
-         budget_wall_ms, metadata, status, created_at, updated_at, last_seq, tools, approval) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', ?9, ?9, 1, ?10, ?11) RETURNING ",
+         budget_wall_ms, metadata, status, created_at, updated_at, last_seq, tools, approval, \
+         budget_cost) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', ?9, ?9, 1, ?10, ?11, ?12) RETURNING ",
         task_columns!()
     ))
     .bind(id)
@@ -82,6 +83,12 @@ async fn insert_task(
     .bind(now_ms)
     .bind(rules::tools_text(new.tools.as_deref()))
     .bind(new.approval.as_str())
+    .bind(
+        new.budget
+            .cost
+            .map(|cost| rows::budget_int("cost", cost))
+            .transpose()?,
+    )
     .fetch_one(&mut *conn)
     .await?;
     task_from_row(&row)

@@ -34,6 +34,15 @@ pub(super) fn input(
     // every millisecond of latency would make two identical runs differ (and defeat a
     // server's prompt cache).
     remaining.wall_ms = remaining.wall_ms.div_ceil(1000) * 1000;
+    let mut remaining = json!(remaining);
+    // Money is shown only where it is capped: an uncapped figure would be noise in every prompt.
+    let money_capped = state
+        .ledger
+        .as_ref()
+        .is_some_and(|l| l.book(crate::domain::ledger::Unit::Cost).capped());
+    if let (false, Some(fields)) = (money_capped, remaining.as_object_mut()) {
+        fields.remove("cost");
+    }
     // A continuation is shown the steps that ran, not the rest it replaces: the rest holds the
     // very values it is asked to take from the outputs instead.
     let (current_steps, next) = if request.ask == Ask::Continue {

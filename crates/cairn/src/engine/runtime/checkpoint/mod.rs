@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::domain::event::NewEvent;
 use crate::domain::gate::GateRecord;
-use crate::domain::ledger::{Ledger, LedgerMovement};
+use crate::domain::ledger::{Ledger, LedgerMovement, Unit};
 use crate::domain::plan::Plan;
 use crate::domain::repair::{RepairHistory, RepairLevel, ReplanReason};
 pub use crate::domain::report::{Metrics, Phase, Spend};
@@ -198,6 +198,11 @@ pub struct TaskState {
     pub plan: Option<Plan>,
     pub plan_version: i32,
     pub ledger: Option<Ledger>,
+    /// The unit a call was refused on before it was sent, its smallest form not fitting what
+    /// the books had left (`super::reserve`): the task stops `budget_exhausted` at its next
+    /// durable point, as for spend nothing covers.
+    #[serde(default)]
+    pub refused: Option<Unit>,
     /// Overhead spent before the plan (and so the books) existed; replayed ahead of the
     /// allocation when the books open.
     #[serde(default)]
