@@ -117,9 +117,19 @@ async fn schemathesis_with_every_check_finds_nothing() {
     schemathesis_bin();
     let db = common::TestSqlite::create();
     let key = serve_process::create_key(&db.path, "read,submit,admin", "api-fuzz").await;
+    // Every model and tool of the built-in simulator priced, so a schema-valid money cap
+    // (`budget.cost`) is one the server can honour, not a 422.
+    let prices = db.path.with_extension("prices.toml");
+    std::fs::write(
+        &prices,
+        "[prices.models.cairn-sim]\ninput_per_million = 0.1\noutput_per_million = 0.4\n\
+         [prices.tools]\nlookup = 0.001\nwrite_note = 0.002\n",
+    )
+    .expect("price table");
     let serve = Serve::start(
         Db::Sqlite(&db.path),
         &[
+            ("CAIRN_CONFIG", prices.to_str().expect("utf-8 path")),
             // The real engines on the built-in simulator, not the scripted lifecycle engine.
             ("CAIRN_TEST_MINIMAL_ENGINE", "false"),
             ("CAIRN_WORKERS", "2"),
