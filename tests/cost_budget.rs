@@ -271,6 +271,11 @@ fn tokens(tokens: u64) -> Value {
     json!({"tokens": tokens, "tool_calls": 100, "wall_ms": 600_000})
 }
 
+/// A money cap, with tokens enough that money runs out first.
+fn money(cap: u64) -> Value {
+    json!({"tokens": 1_000_000, "tool_calls": 100, "wall_ms": 600_000, "cost": cap})
+}
+
 #[tokio::test]
 async fn answers_at_max_tokens_stay_within_the_token_budget() {
     provider_case(Provider::AtLimit, false, tokens(30_000)).await;
@@ -293,16 +298,12 @@ async fn cut_off_answers_asked_again_stay_within_the_token_budget_on_postgres() 
 
 #[tokio::test]
 async fn a_provider_reporting_more_than_asked_stays_within_the_money_cap() {
-    let budget = json!({"tokens": 1_000_000, "tool_calls": 100, "wall_ms": 600_000,
-                        "cost": 60_000});
-    provider_case(Provider::OverReports, false, budget).await;
+    provider_case(Provider::OverReports, false, money(60_000)).await;
 }
 
 #[tokio::test]
 async fn a_provider_reporting_more_than_asked_stays_within_the_money_cap_on_postgres() {
-    let budget = json!({"tokens": 1_000_000, "tool_calls": 100, "wall_ms": 600_000,
-                        "cost": 60_000});
-    provider_case(Provider::OverReports, true, budget).await;
+    provider_case(Provider::OverReports, true, money(60_000)).await;
 }
 
 #[tokio::test]

@@ -34,10 +34,6 @@ pub struct Charged {
     pub exhausted: Option<Unit>,
 }
 
-pub fn usage(spend: Spend) -> PerUnit<u64> {
-    spend
-}
-
 fn ledger_error(error: LedgerError) -> Halt {
     Halt::Error(EngineError::Other(format!("ledger: {error}")))
 }
@@ -150,7 +146,8 @@ pub fn charge(
     source: &str,
     record: &mut Record,
 ) -> Result<Option<Charged>, Halt> {
-    let usage = usage(spend);
+    // Spend is already one figure per ledger unit.
+    let usage = spend;
     let waiting = milestone.map(|m| waiting(state, m)).unwrap_or_default();
     match (milestone, state.ledger.as_mut()) {
         (Some(milestone), Some(ledger)) => {
