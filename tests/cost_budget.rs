@@ -17,171 +17,13 @@
 mod common;
 mod engine_stack;
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::routing::post;
-use axum::{Json, Router};
-use cairn::domain::price::{ModelPrices, Prices, TokenPrice};
-use cairn::domain::settings::EngineSettings;
-use engine_stack::{Stack, Via};
+use engine_stack::proxy::{Provider, Returned, via};
+use engine_stack::{PRICE, Stack, TOOL_PRICE, priced};
 use serde_json::{Value, json};
 
 const GOAL: &str = "Rename config key db.url to db.dsn in services A, B and C";
-
-/// 1 micro-unit per prompt token, 4 per answer token, 100 per tool call.
-const PRICE: TokenPrice = TokenPrice {
-    input: 1_000_000,
-    output: 4_000_000,
-};
-const TOOL_PRICE: u64 = 100;
-
-fn priced() -> EngineSettings {
-    // The scenario's tools and the two every simulator serves besides.
-    let tools = ["search", "edit_file", "run", "lookup", "write_note"]
-        .into_iter()
-        .map(|t| (t.to_string(), TOOL_PRICE))
-        .collect();
-    EngineSettings {
-        prices: Prices {
-            currency: "USD".into(),
-            models: ModelPrices {
-                gate: Some(PRICE),
-                strategic: Some(PRICE),
-                tactical: Some(PRICE),
-                verifier: Some(PRICE),
-            },
-            tools,
-        },
-        ..EngineSettings::default()
-    }
-}
-
-/// What the proxy makes of the provider's answers.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Provider {
-    /// Every answer reports exactly its `max_tokens` written.
-    AtLimit,
-    /// A question's first answer is cut off at `max_tokens`: invalid JSON, `finish_reason:
-    /// length`; asked again, it answers (at that budget's limit too).
-    CutOffFirst,
-    /// Reports eight times the `max_tokens` it was asked for, and a prompt token per byte of
-    /// the messages' text. With a 60,000 cap, the engine's books would end at 61,557 had it not
-    /// learned from the gate's answer to scale every later reservation (measured by disabling
-    /// `Overreport::learn`).
-    OverReports,
-}
-
-/// The usage the proxy returned, per task (prompt, completion).
-#[derive(Default)]
-struct Returned {
-    by_task: BTreeMap<String, Vec<(u64, u64)>>,
-    seen: std::collections::BTreeSet<String>,
-}
-
-#[derive(Clone)]
-struct Proxy {
-    upstream: String,
-    provider: Provider,
-    returned: Arc<Mutex<Returned>>,
-    http: reqwest::Client,
-}
-
-async fn complete(
-    State(proxy): State<Proxy>,
-    headers: HeaderMap,
-    Json(body): Json<Value>,
-) -> Json<Value> {
-    let max_tokens = body["max_tokens"].as_u64().unwrap_or(1024);
-    let prompt_bytes: usize = body["messages"]
-        .as_array()
-        .map(|m| m.iter().map(|m| m.to_string().len()).sum())
-        .unwrap_or(0);
-    // A realistic tokenizer: about three bytes a token; the over-reporting one counts a token
-    // per byte of the messages' text, the most a byte-level tokenizer could.
-    let text_bytes: usize = body["messages"]
-        .as_array()
-        .map(|m| {
-            m.iter()
-                .map(|m| m["content"].as_str().map_or(0, str::len))
-                .sum()
-        })
-        .unwrap_or(0);
-    let prompt = match proxy.provider {
-        Provider::OverReports => text_bytes as u64,
-        _ => (prompt_bytes as u64).div_ceil(3),
-    };
-    let task = headers
-        .get("x-cairn-task")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
-    let question = format!("{}|{}", body["messages"], task);
-    let first = proxy.returned.lock().unwrap().seen.insert(question);
-    let (mut answer, completion) = if proxy.provider == Provider::CutOffFirst && first {
-        let cut = json!({
-            "id": "cut", "object": "chat.completion", "model": "sim",
-            "choices": [{"index": 0, "finish_reason": "length",
-                         "message": {"role": "assistant", "content": "{\"milestones\": [{\"id"}}]
-        });
-        (cut, max_tokens)
-    } else {
-        let mut upstream = proxy
-            .http
-            .post(format!("{}/v1/chat/completions", proxy.upstream));
-        for (name, value) in headers.iter() {
-            if name.as_str().starts_with("x-cairn-") {
-                upstream = upstream.header(name, value);
-            }
-        }
-        let answer: Value = upstream
-            .json(&body)
-            .send()
-            .await
-            .expect("simulator")
-            .json()
-            .await
-            .expect("simulator json");
-        let completion = match proxy.provider {
-            Provider::OverReports => 8 * max_tokens,
-            _ => max_tokens,
-        };
-        (answer, completion)
-    };
-    answer["usage"] = json!({"prompt_tokens": prompt, "completion_tokens": completion,
-                             "total_tokens": prompt + completion});
-    let mut returned = proxy.returned.lock().unwrap();
-    returned
-        .by_task
-        .entry(task)
-        .or_default()
-        .push((prompt, completion));
-    Json(answer)
-}
-
-fn via(provider: Provider, returned: Arc<Mutex<Returned>>) -> Via {
-    Box::new(move |upstream: String| {
-        Box::pin(async move {
-            let proxy = Proxy {
-                upstream,
-                provider,
-                returned,
-                http: reqwest::Client::new(),
-            };
-            let app = Router::new()
-                .route("/v1/chat/completions", post(complete))
-                .with_state(proxy);
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .expect("bind");
-            let base = format!("http://{}", listener.local_addr().expect("addr"));
-            tokio::spawn(async move { axum::serve(listener, app).await });
-            base
-        })
-    })
-}
 
 /// Submits the worked example with `budget` and waits for its end.
 async fn run(stack: &Stack, budget: Value) -> Value {
@@ -416,5 +258,44 @@ async fn a_money_cap_is_refused_while_a_tool_is_unpriced() {
     );
     let (status, body) = stack.post_task(&json!({"goal": GOAL})).await;
     assert_eq!(status, 202, "{body:#}");
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn a_provider_reporting_no_usage_is_booked_as_marked_estimates() {
+    let returned = Arc::new(Mutex::new(Returned::default()));
+    let stack = Stack::start_via(
+        "worked_example.json",
+        false,
+        priced(),
+        via(Provider::NoUsage, returned.clone()),
+    )
+    .await;
+    let task = run(&stack, tokens(400_000)).await;
+    let id = task["id"].as_str().expect("id");
+    let (_, _, calls) = returned_of(&returned, id);
+    let marked = stack.events_of(id, "ledger.estimated").await;
+    assert_eq!(marked.len(), calls, "every model call marked: {marked:#?}");
+    // Every token is an estimate; of the money, all but the tool calls' prices.
+    let estimated = &task["result"]["spend_estimated"];
+    assert_eq!(estimated["calls"].as_u64(), Some(calls as u64), "{task:#}");
+    let tokens_booked = booked(&stack, id, "tokens").await;
+    assert!(tokens_booked > 0, "an estimate is never free");
+    assert_eq!(
+        estimated["tokens"].as_u64(),
+        Some(tokens_booked),
+        "{task:#}"
+    );
+    let marked_cost: u64 = marked.iter().map(|e| e["cost"].as_u64().unwrap()).sum();
+    assert_eq!(estimated["cost"].as_u64(), Some(marked_cost));
+    let money = booked(&stack, id, "cost").await;
+    let tool_money = booked(&stack, id, "tool_calls").await * TOOL_PRICE;
+    assert!(marked_cost <= money && money <= marked_cost + tool_money);
+    let (_, ledger) = stack.get(&format!("/v1/tasks/{id}/ledger")).await;
+    assert_eq!(&ledger["estimated"], estimated, "{ledger:#}");
+    let (_, stats) = stack.get("/v1/stats").await;
+    let today = &stats["spend"]["periods"][0];
+    assert_eq!(today["cost"].as_u64(), Some(money), "{stats:#}");
+    assert_eq!(today["estimated"], estimated["cost"]);
     stack.stop().await;
 }

@@ -87,6 +87,7 @@ fn params(store: Arc<dyn Store>, engine: Arc<dyn Engine>, clock: Arc<dyn Clock>)
         heartbeat: Duration::from_millis(50),
         poll_interval: Duration::from_millis(50),
         meters: cairn::meters::Meters::new(),
+        spend_caps: Default::default(),
     }
 }
 

@@ -129,6 +129,7 @@ async fn an_engine_that_overruns_the_grace_period_is_cut_off_and_its_task_releas
         heartbeat: Duration::from_millis(100),
         poll_interval: Duration::from_millis(50),
         meters: cairn::meters::Meters::new(),
+        spend_caps: Default::default(),
     });
     let id = submit(store.as_ref(), 1, 0).await;
     wait_events(store.as_ref(), id, "the claim", |events| {

@@ -28,6 +28,8 @@ mod nodes;
 mod quota;
 #[path = "store_conformance/records.rs"]
 mod records;
+#[path = "store_conformance/spend.rs"]
+mod spend;
 #[path = "store_conformance/sqlite_file.rs"]
 mod sqlite_file;
 #[path = "store_conformance/support.rs"]
@@ -136,4 +138,6 @@ conformance! {
     keys::keys_round_trip => sqlite_keys_round_trip, postgres_keys_round_trip;
     keys::stream_tokens_round_trip => sqlite_stream_tokens_round_trip, postgres_stream_tokens_round_trip;
     keys::reads_are_scoped_by_tenant => sqlite_reads_are_scoped_by_tenant, postgres_reads_are_scoped_by_tenant;
+    spend::spend_is_kept_per_tenant_and_hour => sqlite_spend_is_kept_per_tenant_and_hour, postgres_spend_is_kept_per_tenant_and_hour;
+    spend::claims_pass_over_capped_tenants_and_waiting_tasks => sqlite_claims_pass_over_capped_tenants_and_waiting_tasks, postgres_claims_pass_over_capped_tenants_and_waiting_tasks;
 }

@@ -37,6 +37,8 @@ fn ports(model: &Arc<FakeModel>, tools: &Arc<FakeTools>) -> Ports {
         config: BaselineConfig::default(),
         validators: Default::default(),
         approval: Default::default(),
+        prices: Default::default(),
+        spend_caps: Default::default(),
     }
 }
 

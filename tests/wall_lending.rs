@@ -2,7 +2,9 @@
 //! a slow model answer spends more than its milestone's share and the reserve together, and the
 //! waiting milestone lends what it holds (one `return`, then the reserve's `grant`), so the task
 //! ends as its work does, not `budget_exhausted` with a sibling's time unspent. Run in parallel,
-//! nothing is lent: the same task ends `budget_exhausted`.
+//! nothing is lent: the slow answer is cut off where m1's share and the reserve end (a call's
+//! time limit is the wall time its milestone has left), the books never hold more than they
+//! cover, and the task ends `budget_exhausted`.
 // Test code: a failed set-up is a failed test, and it may read the wall clock.
 #![allow(
     clippy::unwrap_used,
@@ -92,5 +94,21 @@ async fn in_parallel_nothing_is_lent_and_the_slow_milestone_exhausts_the_task() 
             .iter()
             .all(|e| e["milestone_id"] != "m2")
     );
+    // Cut off where m1's share and the reserve end (3.5 s asked of about 2.9 s): its charges
+    // never exceed what it was given, its share and the reserve's grant.
+    let wall = &ledger["units"]["wall_ms"];
+    let m1_charged: i64 = wall_entries(&ledger, "charge")
+        .iter()
+        .filter(|e| e["milestone_id"] == "m1")
+        .map(|e| e["amount"].as_i64().unwrap())
+        .sum();
+    let given = wall["milestones"]["m1"]["allocated"].as_i64().unwrap();
+    assert!(m1_charged <= given, "{m1_charged} of {given}: {wall:#}");
+    assert!(
+        m1_charged + 200 >= given,
+        "the answer ran to its limit: {wall:#}"
+    );
+    assert_eq!(wall["reserve"], 0, "the reserve went to m1: {wall:#}");
+    assert!(task["result"]["spend"]["wall_ms"].as_i64().unwrap() <= 5_000);
     stack.stop().await;
 }

@@ -40,6 +40,7 @@ fn pool_params(store: Arc<dyn Store>, workers: usize) -> PoolParams {
         heartbeat: Duration::from_millis(500),
         poll_interval: Duration::from_millis(200),
         meters: cairn::meters::Meters::new(),
+        spend_caps: Default::default(),
     }
 }
 

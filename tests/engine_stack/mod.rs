@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use cairn::clock::{Clock, SystemClock};
 use cairn::config::Config;
-use cairn::domain::price::{Pricing, PurposeModels};
+use cairn::domain::price::{ModelPrices, Prices, Pricing, PurposeModels, TokenPrice};
 use cairn::domain::settings::EngineSettings;
 use cairn::engine::planner::V2Engine;
 use cairn::engine::runtime::adapters::{ClientTools, LlmModels};
@@ -28,6 +28,8 @@ use tokio::sync::oneshot;
 
 use crate::common::{TestPg, TestSqlite};
 
+pub mod proxy;
+
 /// The database under a stack: a temp SQLite file, or a fresh Postgres database.
 pub enum Db {
     Sqlite(TestSqlite),
@@ -42,6 +44,31 @@ pub type Via = Box<
 
 /// Bounds every wait; only a failing test reaches it.
 pub const WAIT: Duration = Duration::from_secs(60);
+
+/// How a stack is set up beyond its scenario file.
+pub struct Setup {
+    /// A fresh Postgres database instead of a temp SQLite file.
+    pub postgres: bool,
+    /// The engine's settings; their `spend_caps` are the pool's and the API's too.
+    pub settings: EngineSettings,
+    /// The model calls' route ([`Stack::start_via`]).
+    pub via: Option<Via>,
+    pub clock: Arc<dyn Clock>,
+    /// 0: no cap.
+    pub max_running_per_tenant: u32,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Self {
+            postgres: false,
+            settings: EngineSettings::default(),
+            via: None,
+            clock: Arc::new(SystemClock),
+            max_running_per_tenant: 0,
+        }
+    }
+}
 
 pub struct Stack {
     pub base: String,
@@ -81,7 +108,18 @@ impl Stack {
         settings: EngineSettings,
         via: Via,
     ) -> Stack {
-        let (db, store): (Db, Arc<dyn Store>) = match postgres {
+        let setup = Setup {
+            postgres,
+            settings,
+            via: Some(via),
+            ..Setup::default()
+        };
+        Self::start_setup(scenario, setup).await
+    }
+
+    /// The stack as `setup` says.
+    pub async fn start_setup(scenario: &str, setup: Setup) -> Stack {
+        let (db, store): (Db, Arc<dyn Store>) = match setup.postgres {
             true => {
                 let db = TestPg::create().await;
                 let store = Arc::new(PgStore::connect(&db.url, 8).await.expect("pg"));
@@ -93,7 +131,7 @@ impl Stack {
                 (Db::Sqlite(db), store)
             }
         };
-        Self::start_routed(scenario, db, store, settings, Some(via)).await
+        Self::start_routed(scenario, db, store, setup).await
     }
 
     async fn start_on(
@@ -102,22 +140,26 @@ impl Stack {
         store: Arc<dyn Store>,
         settings: EngineSettings,
     ) -> Stack {
-        Self::start_routed(scenario, db, store, settings, None).await
+        let setup = Setup {
+            settings,
+            ..Setup::default()
+        };
+        Self::start_routed(scenario, db, store, setup).await
     }
 
-    async fn start_routed(
-        scenario: &str,
-        db: Db,
-        store: Arc<dyn Store>,
-        settings: EngineSettings,
-        via: Option<Via>,
-    ) -> Stack {
+    async fn start_routed(scenario: &str, db: Db, store: Arc<dyn Store>, setup: Setup) -> Stack {
+        let Setup {
+            settings,
+            via,
+            clock,
+            max_running_per_tenant,
+            ..
+        } = setup;
         store.migrate().await.expect("migrate");
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("scenarios")
             .join(scenario);
         let sim = SimServer::start_file(&path, 0).await.expect("simulator");
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let mut endpoint = sim.llm_endpoint();
         if let Some(via) = via {
             endpoint.base_url = via(endpoint.base_url).await;
@@ -143,6 +185,7 @@ impl Stack {
         };
         // Every call counted, as `cairn serve` counts them, for the metrics test.
         let meters = Meters::new();
+        let spend_caps = settings.spend_caps.clone();
         let engine = Arc::new(V2Engine::new(
             Arc::new(MeteredModels {
                 inner: Arc::new(LlmModels::new(llm)),
@@ -157,16 +200,19 @@ impl Stack {
         let config = Config {
             poll_interval_ms: 100,
             workers: 2,
+            max_running_per_tenant,
             ..Config::default()
         };
-        let pool = WorkerPool::start(cairn::wiring::pool_params(
+        let mut params = cairn::wiring::pool_params(
             &config,
             store.clone(),
             engine,
             clock.clone(),
             "engine-test".into(),
             meters.clone(),
-        ));
+        );
+        params.spend_caps = spend_caps.clone();
+        let pool = WorkerPool::start(params);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -175,7 +221,8 @@ impl Stack {
         let state = AppState::new(store.clone(), clock, config)
             .with_tools(sim.registry())
             .with_meters(meters)
-            .with_pricing(pricing);
+            .with_pricing(pricing)
+            .with_spend_caps(spend_caps);
         tokio::spawn(cairn::http::serve(listener, state, async move {
             let _ = stopped.await;
         }));
@@ -315,4 +362,33 @@ pub fn plan_reasons(plans: &Value) -> Vec<String> {
         .iter()
         .map(|v| v["reason"].as_str().unwrap_or_default().to_string())
         .collect()
+}
+
+/// The price table of the money tests: 1 micro-unit per prompt token, 4 per answer token, 100
+/// per tool call.
+pub const PRICE: TokenPrice = TokenPrice {
+    input: 1_000_000,
+    output: 4_000_000,
+};
+pub const TOOL_PRICE: u64 = 100;
+
+pub fn priced() -> EngineSettings {
+    // The scenario's tools and the two every simulator serves besides.
+    let tools = ["search", "edit_file", "run", "lookup", "write_note"]
+        .into_iter()
+        .map(|t| (t.to_string(), TOOL_PRICE))
+        .collect();
+    EngineSettings {
+        prices: Prices {
+            currency: "USD".into(),
+            models: ModelPrices {
+                gate: Some(PRICE),
+                strategic: Some(PRICE),
+                tactical: Some(PRICE),
+                verifier: Some(PRICE),
+            },
+            tools,
+        },
+        ..EngineSettings::default()
+    }
 }

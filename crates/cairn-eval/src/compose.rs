@@ -86,6 +86,7 @@ pub async fn evaluate(params: &EvalParams) -> Result<Report, EvalError> {
         heartbeat: Duration::from_secs(5),
         poll_interval: Duration::from_millis(50),
         meters: Meters::new(),
+        spend_caps: Default::default(),
     });
     let api = Api::serve(AppState::new(store.clone(), clock, runner_settings())).await?;
     let owed = Owed {

@@ -134,7 +134,8 @@ pub async fn serve_with(
         .with_tools(tools)
         .with_rollout(rollout)
         .with_auth(auth)
-        .with_pricing(pricing);
+        .with_pricing(pricing)
+        .with_spend_caps(config.spend_caps.resolve().unwrap_or_default());
     let state = match models {
         Some(probe) => state.with_model_probe(probe),
         None => state,

@@ -46,6 +46,7 @@ impl ModelPort for Fake {
                 message: "not JSON: sure, I will search".into(),
                 tokens: 7,
                 split: Default::default(),
+                estimated: false,
             });
         }
         Ok(ModelReply {

@@ -345,6 +345,8 @@ impl ModelPort for World {
             },
             model: Some("cairn-eval-world".into()),
             asked_output: 0,
+            // The world's figures are its calibration, not a provider's report.
+            estimated: false,
         })
     }
 }

@@ -128,7 +128,7 @@ impl Config {
 }
 
 impl Config {
-    /// `CAIRN_DEFAULT_BUDGET_*`: one unit of the default budget each.
+    /// `CAIRN_DEFAULT_BUDGET_*`: one unit of the default budget each; `CAIRN_SPEND_CAP_*`.
     fn set_default_budget(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
         let budget = &mut self.default_budget;
         match name {
@@ -139,6 +139,22 @@ impl Config {
             "CAIRN_DEFAULT_BUDGET_WALL_MS" => budget.wall_ms = parse(name, value, "milliseconds")?,
             "CAIRN_DEFAULT_BUDGET_COST" => {
                 budget.cost = Some(parse(name, value, "micro-units of the currency")?)
+            }
+            "CAIRN_SPEND_CAP_PERIOD" => {
+                self.spend_caps.period = match value.trim() {
+                    "hour" => crate::domain::spend::SpendPeriod::Hour,
+                    "day" => crate::domain::spend::SpendPeriod::Day,
+                    "month" => crate::domain::spend::SpendPeriod::Month,
+                    _ => {
+                        return Err(ConfigError::Invalid {
+                            name: name.to_string(),
+                            message: format!("expected hour, day or month, got {value:?}"),
+                        });
+                    }
+                }
+            }
+            "CAIRN_SPEND_CAP_DEFAULT" => {
+                self.spend_caps.default = Some(parse(name, value, "micro-units of the currency")?)
             }
             _ => {}
         }

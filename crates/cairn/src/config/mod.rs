@@ -15,6 +15,7 @@ mod env;
 mod limits;
 pub mod prices;
 mod sections;
+pub mod spend;
 mod validate;
 
 #[derive(Debug, thiserror::Error)]
@@ -129,6 +130,8 @@ pub struct Config {
     pub llm: BTreeMap<String, LlmEndpoint>,
     /// What model tokens and tool calls cost (`[prices]`): money as a budget unit.
     pub prices: prices::PriceTable,
+    /// How much each tenant may spend per period (`[spend_caps]`); absent, no tenant is capped.
+    pub spend_caps: spend::SpendCapTable,
     /// API key authentication (`CAIRN_AUTH`): `auto` (keys once the store holds one; until then
     /// dev mode on a loopback address, refusal to start on any other), `on`, or `off`.
     pub auth: crate::http::auth_start::AuthSetting,
@@ -170,6 +173,7 @@ impl Default for Config {
             engine: crate::domain::settings::EngineSettings::default(),
             llm: BTreeMap::new(),
             prices: prices::PriceTable::default(),
+            spend_caps: spend::SpendCapTable::default(),
             auth: crate::http::auth_start::AuthSetting::Auto,
         }
     }
@@ -220,6 +224,8 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ),
     ("CAIRN_DEFAULT_BUDGET_WALL_MS", "default_budget.wall_ms"),
     ("CAIRN_DEFAULT_BUDGET_COST", "default_budget.cost"),
+    ("CAIRN_SPEND_CAP_PERIOD", "spend_caps.period"),
+    ("CAIRN_SPEND_CAP_DEFAULT", "spend_caps.default"),
 ];
 
 pub use limits::HTTP_ENV_VARS;

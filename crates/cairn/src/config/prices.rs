@@ -59,8 +59,8 @@ pub enum PriceError {
     #[error("prices.currency must not be empty")]
     NoCurrency,
     #[error(
-        "money budgets (budget.cost) need a price for every model and tool, and {0} has none \
-         in [prices]"
+        "money budgets (budget.cost, spend_caps) need a price for every model and tool, and {0} \
+         has none in [prices]"
     )]
     Unpriced(String),
 }

@@ -34,6 +34,9 @@ impl Config {
         self.prices
             .validate()
             .map_err(|error| invalid("prices", error.to_string()))?;
+        self.spend_caps
+            .resolve()
+            .map_err(|error| invalid("spend_caps (CAIRN_SPEND_CAP_*)", error))?;
         if self.sim_latency_ms > MAX_SIM_LATENCY_MS {
             return Err(invalid(
                 "sim_latency_ms (CAIRN_SIM_LATENCY_MS)",

@@ -133,6 +133,9 @@ pub mod kinds {
     /// case did not fit what the milestone and the reserve had left; it was sent smaller (no
     /// re-ask, a smaller `max_tokens`), or, with `refused` naming the unit, not at all.
     pub const LEDGER_LIMITED: &str = "ledger.limited";
+    /// `{call, milestone, tokens, cost}`: the endpoint reported no usage for a model call, so
+    /// what its charge books is cairn's estimate (`result.spend_estimated` sums them).
+    pub const LEDGER_ESTIMATED: &str = "ledger.estimated";
 
     // The baselines.
     /// `{strategy, round, answered, error}` (one_shot) or `{strategy, round, move}` (reactive):
@@ -142,7 +145,7 @@ pub mod kinds {
     pub const V1_LIST: &str = "v1.list";
 
     /// Every kind above.
-    pub const ALL: [&str; 38] = [
+    pub const ALL: [&str; 39] = [
         TASK_CREATED,
         TASK_CLAIMED,
         TASK_RELEASED,
@@ -179,6 +182,7 @@ pub mod kinds {
         LEDGER_GRANT,
         LEDGER_RETURN,
         LEDGER_LIMITED,
+        LEDGER_ESTIMATED,
         STRATEGY_ROUND,
         V1_LIST,
     ];

@@ -26,6 +26,7 @@ pub mod progress;
 pub mod repair;
 pub mod report;
 pub mod settings;
+pub mod spend;
 pub mod step_repeats;
 pub mod task;
 pub mod telemetry;

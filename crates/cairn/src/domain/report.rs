@@ -33,6 +33,24 @@ impl From<Spend> for SpendView {
     }
 }
 
+/// The part of a task's spend booked from estimates: model calls whose endpoint reported no
+/// usage, so cairn counted their tokens itself (the model client's estimate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, utoipa::ToSchema)]
+#[serde(default)]
+pub struct Estimated {
+    pub calls: u32,
+    pub tokens: u64,
+    pub cost: u64,
+}
+
+impl Estimated {
+    pub fn add(&mut self, spend: &Spend) {
+        self.calls = self.calls.saturating_add(1);
+        self.tokens = self.tokens.saturating_add(spend.tokens);
+        self.cost = self.cost.saturating_add(spend.cost);
+    }
+}
+
 /// Counters for planner telemetry: planner vs executor failures kept apart (a wrong plan and a
 /// right plan badly carried out need different fixes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

@@ -52,6 +52,10 @@ pub struct EngineSettings {
     /// configured models by the composition root.
     #[serde(skip)]
     pub prices: crate::domain::price::Prices,
+    /// What each tenant may spend per period: the `[spend_caps]` table, resolved by the
+    /// composition root.
+    #[serde(skip)]
+    pub spend_caps: crate::domain::spend::SpendCaps,
 }
 
 impl Default for EngineSettings {
@@ -75,6 +79,7 @@ impl Default for EngineSettings {
             direct_max_rounds: 4,
             approval: crate::domain::approval::ApprovalPolicy::default(),
             prices: crate::domain::price::Prices::default(),
+            spend_caps: crate::domain::spend::SpendCaps::default(),
         }
     }
 }

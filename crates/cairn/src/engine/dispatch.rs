@@ -46,6 +46,8 @@ impl Engines {
             config: baselines,
             validators: Default::default(),
             approval: settings.approval.clone(),
+            prices: settings.prices.clone(),
+            spend_caps: settings.spend_caps.clone(),
         };
         Engines {
             v2: V2Engine::new(models, tools, settings),

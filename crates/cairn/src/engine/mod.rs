@@ -90,6 +90,10 @@ pub enum RunOutcome {
     /// Parked on an approval request (the engine committed `awaiting_approval` itself, which
     /// released the lease).
     Parked,
+    /// Stopped before a call its tenant's spend cap for the period cannot cover: what was done
+    /// is committed, and the pool hands the task back to the queue, not to be claimed before
+    /// this time (the period's end).
+    Deferred(chrono::DateTime<chrono::Utc>),
 }
 
 /// Failures an engine cannot turn into a task outcome itself.
@@ -132,6 +136,10 @@ pub enum Halt {
     /// task (`runtime::approvals`).
     #[error("waiting for approval")]
     Parked,
+    /// The tenant's spend cap for the period cannot cover the next call: the attempt stops
+    /// and the task waits for the period's end ([`RunOutcome::Deferred`]).
+    #[error("deferred to {0}: the tenant's spend cap for the period is reached")]
+    Deferred(chrono::DateTime<chrono::Utc>),
     #[error(transparent)]
     Error(#[from] EngineError),
 }
@@ -150,6 +158,7 @@ impl Halt {
             Err(Halt::LeaseLost) => Ok(RunOutcome::LeaseLost),
             // Only an engine that parks returns this; anything else stops like a shutdown.
             Err(Halt::Parked) => Ok(RunOutcome::Yielded),
+            Err(Halt::Deferred(until)) => Ok(RunOutcome::Deferred(until)),
             Err(Halt::Error(error)) => Err(error),
         }
     }

@@ -72,6 +72,9 @@ pub mod codes {
     pub const BAD_REQUEST: &str = "/problems/bad-request";
     /// The server holds `http.max_connections` busy connections (503, `Retry-After`).
     pub const OVERLOADED: &str = "/problems/overloaded";
+    /// The tenant has spent its cap for the period (`[spend_caps]`): no new task until the
+    /// period ends (429, `Retry-After`).
+    pub const SPEND_CAP_REACHED: &str = "/problems/spend-cap-reached";
 }
 
 /// The media type of every error body.
@@ -123,6 +126,9 @@ pub enum ApiError {
     InvalidLastEventId(String),
     #[error("{0}")]
     Conflict(String),
+    /// The tenant's spend cap for the period is reached; `retry_after_s` until it ends.
+    #[error("{detail}")]
+    SpendCapReached { detail: String, retry_after_s: u64 },
     /// `detail` is sent; `cause` is only logged.
     #[error("{detail}: {cause}")]
     Unavailable { detail: String, cause: String },
@@ -159,6 +165,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::IdempotencyConflict(_) | ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::SpendCapReached { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -180,6 +187,7 @@ impl ApiError {
             ApiError::InvalidCursor(_) => codes::INVALID_CURSOR,
             ApiError::InvalidLastEventId(_) => codes::INVALID_LAST_EVENT_ID,
             ApiError::Conflict(_) => codes::CONFLICT,
+            ApiError::SpendCapReached { .. } => codes::SPEND_CAP_REACHED,
             ApiError::Unavailable { .. } => codes::UNAVAILABLE,
             ApiError::Internal(_) => codes::INTERNAL,
         }
@@ -200,6 +208,7 @@ impl ApiError {
             ApiError::InvalidCursor(_) => "Invalid cursor",
             ApiError::InvalidLastEventId(_) => "Invalid Last-Event-ID",
             ApiError::Conflict(_) => "Conflict",
+            ApiError::SpendCapReached { .. } => "Spend cap reached",
             ApiError::Unavailable { .. } => "Service unavailable",
             ApiError::Internal(_) => "Internal server error",
         }
@@ -256,7 +265,13 @@ impl IntoResponse for ApiError {
             }
             _ => {}
         }
-        problem_response(status, &self.to_problem())
+        let mut response = problem_response(status, &self.to_problem());
+        if let ApiError::SpendCapReached { retry_after_s, .. } = &self {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_s));
+        }
+        response
     }
 }
 

@@ -4,7 +4,8 @@
 //! summary replays them through the domain ledger ([`Ledger::replay`]), never reading the
 //! engine's memory, so what a client sees is exactly what the database can prove. An
 //! `allocate` without a milestone fills the reserve; a `charge` without one is task overhead
-//! (gate, planning, the goal verifier).
+//! (gate, planning, the goal verifier). Which charges were estimates is not on an entry: it is
+//! the committed checkpoint's sum of the task's `ledger.estimated` events.
 
 use axum::Json;
 use axum::extract::State;
@@ -12,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::domain::ledger::{Ledger, LedgerMovement, LedgerSummary, PerUnit, UnitSummary};
+use crate::domain::report::Estimated;
 use crate::http::AppState;
 use crate::http::auth::Principal;
 use crate::http::doc_schemas::StoreFailure;
@@ -23,10 +25,13 @@ use crate::store::LedgerEntry;
 /// The ledger of a task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct LedgerView {
-    /// By unit: `tokens`, `tool_calls`, `wall_ms`.
+    /// By unit: `tokens`, `tool_calls`, `wall_ms`, `cost`.
     pub units: std::collections::BTreeMap<String, UnitSummary>,
     /// Every movement, oldest first.
     pub entries: Vec<LedgerEntry>,
+    /// The part of the charges booked from estimates: model calls whose endpoint reported no
+    /// usage, so cairn counted their tokens itself (each also a `ledger.estimated` event).
+    pub estimated: Estimated,
 }
 
 /// Replays the entries through the domain ledger and reports its books per unit.
@@ -66,5 +71,16 @@ pub async fn get_ledger(
         .await?;
     let units = summarize(PerUnit::from(task.budget), &entries)
         .map_err(|error| ApiError::Internal(format!("ledger entries do not replay: {error}")))?;
-    Ok(Json(LedgerView { units, entries }))
+    // The engine's checkpoint keeps the running sum of its `ledger.estimated` events.
+    let checkpoint = state.store.get_checkpoint(&principal.tenant, id).await?;
+    let estimated = checkpoint
+        .as_ref()
+        .and_then(|state| state.get("estimated"))
+        .and_then(|value| serde_json::from_value(value.clone()).ok())
+        .unwrap_or_default();
+    Ok(Json(LedgerView {
+        units,
+        entries,
+        estimated,
+    }))
 }

@@ -6,6 +6,7 @@ use tokio::sync::watch;
 
 use crate::clock::Clock;
 use crate::domain::price::Pricing;
+use crate::domain::spend::SpendCaps;
 use crate::engine::rollout::Rollout;
 use crate::http::auth::{AuthGate, AuthMode};
 use crate::llm::ModelProbe;
@@ -68,6 +69,9 @@ pub struct AppState {
     /// (an engine-less test server) leaves the check to the engine, which refuses every call
     /// of a capped task that nobody priced.
     pub pricing: Option<Arc<Pricing>>,
+    /// Each tenant's spend cap per period ([`AppState::with_spend_caps`]): a tenant at its cap
+    /// submits nothing until the period ends; `/v1/stats` shows the spend per period.
+    pub spend_caps: Arc<SpendCaps>,
 }
 
 impl AppState {
@@ -86,6 +90,7 @@ impl AppState {
             auth: Arc::new(AuthGate::new(AuthMode::DevUntilKeys)),
             meters: Meters::new(),
             pricing: None,
+            spend_caps: Arc::new(SpendCaps::default()),
         }
     }
 
@@ -120,6 +125,11 @@ impl AppState {
     /// while a configured model or a registered tool is unpriced.
     pub fn with_pricing(mut self, pricing: Pricing) -> Self {
         self.pricing = Some(Arc::new(pricing));
+        self
+    }
+
+    pub fn with_spend_caps(mut self, caps: SpendCaps) -> Self {
+        self.spend_caps = Arc::new(caps);
         self
     }
 }

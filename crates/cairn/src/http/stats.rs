@@ -1,6 +1,6 @@
 //! `GET /v1/stats` and `GET /v1/stats/gate`: how the planner is doing (plan validity, replans,
-//! drift, planner and executor failures apart) and how the plan-or-act gate routes (decisions
-//! beside outcomes, so misroutes can be counted).
+//! drift, planner and executor failures apart), what the tenant spent per period, and how the
+//! plan-or-act gate routes (decisions beside outcomes, so misroutes can be counted).
 //!
 //! Both are computed (by `crate::domain::telemetry`) from the results of the caller's tenant's
 //! most recent finished tasks (at most [`WINDOW`]); a key with the `admin` scope may name
@@ -10,10 +10,12 @@
 
 use axum::Json;
 use axum::extract::State;
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::domain::report::TaskReport;
+use crate::domain::spend::SpendPeriod;
 use crate::domain::task::Task;
 use crate::domain::telemetry::{GateStats, PlannerStats, gate_stats, planner_stats};
 use crate::engine::rollout::RolloutSplit;
@@ -35,6 +37,70 @@ pub struct Stats {
     pub planner: PlannerStats,
     /// The v2 rollout: the share of `auto` tasks on v2 and this process's routing counts.
     pub rollout: Option<RolloutSplit>,
+    /// What the tenant's tasks were charged in money, per period of its spend cap.
+    pub spend: Option<SpendStats>,
+}
+
+/// How many periods `/v1/stats` shows the spend of: the current one and those before it.
+pub const SPEND_PERIODS: u32 = 7;
+
+/// A tenant's spend per period (`[spend_caps]`; a day when no cap is configured).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SpendStats {
+    /// The price table's currency; amounts are micro-units of it.
+    pub currency: String,
+    pub period: SpendPeriod,
+    /// The tenant's cap per period, `None` when it has none.
+    pub cap: Option<u64>,
+    /// The current period first, then the ones before it; every period, spent or not.
+    pub periods: Vec<PeriodSpend>,
+}
+
+/// One period's spend.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PeriodSpend {
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    /// Micro-units charged to the tenant's tasks in the period.
+    pub cost: u64,
+    /// The part of `cost` booked from estimates: model calls whose endpoint reported no usage.
+    pub estimated: u64,
+}
+
+/// The tenant's spend over the last [`SPEND_PERIODS`] periods.
+async fn spend_stats(state: &AppState, tenant: &str) -> Result<SpendStats, ApiError> {
+    let caps = &state.spend_caps;
+    let now = state.clock.now();
+    let oldest = caps.period.start_back(now, SPEND_PERIODS - 1);
+    let hours = state.store.spend(Some(tenant), oldest).await?;
+    let periods = (0..SPEND_PERIODS)
+        .map(|back| {
+            let start = caps.period.start_back(now, back);
+            let end = caps.period.end(start);
+            let within = || {
+                hours
+                    .iter()
+                    .filter(move |hour| hour.hour >= start && hour.hour < end)
+            };
+            PeriodSpend {
+                start,
+                end,
+                cost: within().fold(0u64, |sum, hour| sum.saturating_add(hour.cost)),
+                estimated: within().fold(0u64, |sum, hour| sum.saturating_add(hour.estimated_cost)),
+            }
+        })
+        .collect();
+    // A server without a price table (an engine-less test server) charges nothing.
+    let currency = state
+        .pricing
+        .as_deref()
+        .map_or_else(String::new, |pricing| pricing.prices.currency.clone());
+    Ok(SpendStats {
+        currency,
+        period: caps.period,
+        cap: caps.cap(tenant),
+        periods,
+    })
 }
 
 /// Query parameters of the statistics routes.
@@ -106,6 +172,7 @@ pub async fn get_stats(
     Ok(Json(Stats {
         planner: planner_stats(&recent_v2_tasks(&state, &tenant).await?),
         rollout: Some(state.rollout.split()),
+        spend: Some(spend_stats(&state, &tenant).await?),
     }))
 }
 

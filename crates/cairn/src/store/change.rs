@@ -54,6 +54,31 @@ pub struct Change {
     pub artifacts: Vec<NewArtifact>,
     /// Clear the lease (with `status: Some(Queued)` this hands the task back at shutdown).
     pub release: bool,
+    /// No claim takes the task before this time (set with a release: a task whose next call
+    /// its tenant's spend cap cannot cover waits for the next period). Every commit writes it,
+    /// so `None` makes the task claimable at once.
+    pub not_before: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl Change {
+    /// The money charged by this change's ledger entries: what its tenant's spend grows by.
+    pub fn charged_cost(&self) -> i64 {
+        self.ledger
+            .iter()
+            .filter(|entry| entry.unit == "cost" && entry.kind == "charge" && entry.amount > 0)
+            .map(|entry| entry.amount)
+            .fold(0i64, i64::saturating_add)
+    }
+
+    /// The part of [`Change::charged_cost`] booked from estimates: the `cost` of its
+    /// `ledger.estimated` events (model calls whose endpoint reported no usage).
+    pub fn estimated_cost(&self) -> i64 {
+        self.events
+            .iter()
+            .filter(|event| event.kind == crate::domain::event::kinds::LEDGER_ESTIMATED)
+            .filter_map(|event| event.data["cost"].as_i64())
+            .fold(0i64, i64::saturating_add)
+    }
 }
 
 /// The outcome of a fenced write.

@@ -19,6 +19,9 @@ pub struct ClaimParams<'a> {
     /// no cap. Every process claiming from one database must use the same cap; a claimer
     /// without one does not take part in the per-tenant serialisation.
     pub max_running_per_tenant: Option<NonZeroU32>,
+    /// Tenants whose queued tasks stay queued: those at their spend cap for the period. A task
+    /// whose `not_before` is later than `now` is passed over too.
+    pub passed_over: &'a [String],
 }
 
 impl<'a> ClaimParams<'a> {
@@ -29,6 +32,15 @@ impl<'a> ClaimParams<'a> {
             now,
             lease_ttl,
             max_running_per_tenant: None,
+            passed_over: &[],
+        }
+    }
+
+    /// The same claim, passing over the queued tasks of `tenants`.
+    pub fn passing_over(self, tenants: &'a [String]) -> Self {
+        Self {
+            passed_over: tenants,
+            ..self
         }
     }
 

@@ -12,11 +12,9 @@
 //!   replica; SQLite: in-process). Hints may be dropped: readers re-read rows after the last
 //!   `seq` they saw.
 //!
-//! Each backend is laid out the same way (`tasks`, `lease`, `commit`, `history`, `rows`,
-//! `schema`, and `mod` holding the [`Store`] impl that delegates to them); the rules that do not
-//! depend on SQL (what a commit implies for the task's status, what cancel may do, idempotency
-//! replay, page bounds, which hints follow a write) live once in `rules`, and the embedded
-//! migration list is turned into a migrator once in `migrations`.
+//! Each backend is laid out alike (`tasks`, `lease`, `commit`, `history`, `rows`, `schema`,
+//! `spend`, and `mod`'s [`Store`] impl delegating to them); rules that do not depend on SQL (a
+//! commit's effect on status, cancel, idempotency replay, page bounds, hints) live in `rules`.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
@@ -54,7 +52,7 @@ mod records;
 mod rules;
 pub use records::{
     Artifact, LedgerEntry, NewArtifact, NewLedgerEntry, NewPlanVersion, NewToolReceipt,
-    PlanVersionRecord, ToolReceipt,
+    PlanVersionRecord, SpendHour, ToolReceipt,
 };
 mod open;
 pub mod sqlite;
@@ -97,8 +95,7 @@ pub struct Created {
     pub created: bool,
 }
 
-/// Filters and keyset cursor for listing tasks, newest first. Task ids are UUIDv7, so the id
-/// order is the creation order and the cursor is simply the last id of the previous page.
+/// Filters and keyset cursor for listing tasks, newest first (UUIDv7 ids: the cursor is the last).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TaskQuery {
     pub status: Option<TaskStatus>,
@@ -123,8 +120,8 @@ pub enum Wakeup {
     Events { task_id: TaskId, last_seq: i64 },
     /// A task became claimable (created, released or requeued).
     TaskRunnable,
-    /// A person sent `task_id` a message. Delivered in this process only: the worker running
-    /// the task on another replica finds the message at its next heartbeat.
+    /// A person sent `task_id` a message (this process only: another replica's worker finds it
+    /// at its next heartbeat).
     Message { task_id: TaskId },
 }
 
@@ -291,6 +288,22 @@ pub trait Store: Send + Sync + 'static {
     /// any number of stores never take a tenant past the cap (Postgres serialises the capped
     /// claims of one tenant on an advisory lock; SQLite's claims are serialised anyway).
     async fn claim(&self, params: ClaimParams<'_>) -> Result<Option<Claimed>, StoreError>;
+
+    /// Money charged per tenant (one, or all with `None`) and hour (UTC), from `since`'s hour on,
+    /// oldest first: kept by the commits that book the charges, so exactly their sum.
+    async fn spend(
+        &self,
+        tenant_id: Option<&str>,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<SpendHour>, StoreError>;
+
+    /// Tenants (one, or all with `None`) with a queued task waiting for its spend period's end
+    /// (`not_before` later than `now`), each with the latest such time.
+    async fn spend_waits(
+        &self,
+        tenant_id: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(String, DateTime<Utc>)>, StoreError>;
 
     /// Extends a held lease to `now + lease_ttl`.
     async fn heartbeat(

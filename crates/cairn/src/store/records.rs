@@ -45,6 +45,18 @@ pub struct LedgerEntry {
     pub created_at: DateTime<Utc>,
 }
 
+/// What one tenant's tasks were charged in money in one hour (UTC).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpendHour {
+    pub tenant_id: String,
+    /// The hour's start.
+    pub hour: DateTime<Utc>,
+    /// Micro-units of the price table's currency.
+    pub cost: u64,
+    /// The part of `cost` booked from estimates (calls whose endpoint reported no usage).
+    pub estimated_cost: u64,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewLedgerEntry {
     pub milestone_id: Option<String>,

@@ -47,6 +47,8 @@ pub enum WiringError {
     Client(#[from] LlmError),
     #[error(transparent)]
     Prices(crate::config::prices::PriceError),
+    #[error("invalid value for spend_caps: {0}")]
+    SpendCaps(String),
     #[error(transparent)]
     Tools(#[from] RegistryError),
     #[error(transparent)]

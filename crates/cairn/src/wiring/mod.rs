@@ -98,8 +98,8 @@ pub fn engine(
 }
 
 /// The engine's settings with the price table resolved for the configured models, and the
-/// pricing the API checks a money cap against. A server whose default budget caps money does
-/// not start while a model or registered tool is unpriced: it would be sent calls nobody can
+/// pricing the API checks a money cap against. A server whose default budget caps money, or
+/// that caps a tenant's spend, does not start while a model or registered tool is unpriced: it would be sent calls nobody can
 /// book (an MCP server's tools, listed later, are checked when a task asks for a cap).
 fn priced(
     config: &Config,
@@ -121,11 +121,17 @@ fn priced(
     let pricing = Pricing { prices, models };
     let registry = clients.tools.current();
     let unpriced = pricing.unpriced(registry.specs().map(|spec| spec.name.as_str()));
-    if let (Some(_), Some(what)) = (config.default_budget.cost, unpriced) {
+    let spend_caps = config
+        .spend_caps
+        .resolve()
+        .map_err(WiringError::SpendCaps)?;
+    let money_capped = config.default_budget.cost.is_some() || spend_caps.any();
+    if let (true, Some(what)) = (money_capped, unpriced) {
         return Err(WiringError::Prices(PriceError::Unpriced(what)));
     }
     let mut settings = config.engine.clone();
     settings.prices = pricing.prices.clone();
+    settings.spend_caps = spend_caps;
     Ok((settings, pricing))
 }
 /// A worker pool over `store` and `engine` with the configuration's timings.
@@ -148,5 +154,7 @@ pub fn pool_params(
         lease_ttl: Duration::from_millis(config.lease_ttl_ms),
         heartbeat: Duration::from_millis(config.heartbeat_ms),
         poll_interval: Duration::from_millis(config.poll_interval_ms),
+        // Validated with the configuration.
+        spend_caps: config.spend_caps.resolve().unwrap_or_default(),
     }
 }

@@ -15,10 +15,13 @@
 //! statement and the fence keep one task on one worker at a time.
 
 pub mod lease;
+pub mod params;
 pub mod pool;
 pub mod reaper;
+mod spend;
 
-pub use pool::{PoolParams, ShutdownReport, WorkerPool};
+pub use params::PoolParams;
+pub use pool::{ShutdownReport, WorkerPool};
 pub use reaper::{Reaper, ReaperParams, claim_node};
 
 use sha2::Digest;

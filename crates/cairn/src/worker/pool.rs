@@ -18,30 +18,11 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use super::lease::{HeartbeatParams, spawn_heartbeat};
-use crate::clock::Clock;
+use super::params::PoolParams;
 use crate::domain::event::{NewEvent, kinds};
 use crate::domain::task::{Strategy, TaskStatus};
-use crate::engine::{Engine, EngineError, Inbox, RunContext, RunOutcome, StopSignal};
-use crate::meters::Meters;
-use crate::store::{Change, ClaimParams, Claimed, Commit, Store, Wakeup, retry_transient};
-
-/// Everything a pool needs (the composition root fills the timings from the configuration).
-#[derive(Clone)]
-pub struct PoolParams {
-    pub store: Arc<dyn Store>,
-    pub engine: Arc<dyn Engine>,
-    pub clock: Arc<dyn Clock>,
-    /// Written to `claimed_by`; see [`super::worker_id`].
-    pub worker_id: String,
-    pub workers: usize,
-    /// At most this many running tasks per tenant (see [`ClaimParams`]); `None`: no cap.
-    pub max_running_per_tenant: Option<NonZeroU32>,
-    pub lease_ttl: Duration,
-    pub heartbeat: Duration,
-    pub poll_interval: Duration,
-    /// What the engines' commits and the settlements count.
-    pub meters: Meters,
-}
+use crate::engine::{EngineError, Inbox, RunContext, RunOutcome, StopSignal};
+use crate::store::{Change, Claimed, Commit, Wakeup, retry_transient};
 
 /// How a shutdown went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,15 +122,7 @@ async fn worker_loop(shared: Shared, index: usize, mut wakeups: broadcast::Recei
         // The claim sees every row committed before it, so hints queued until now (say, while
         // an engine ran) carry nothing new; only hints arriving after this point can.
         drain(&mut wakeups);
-        let claimed = params
-            .store
-            .claim(ClaimParams {
-                worker_id: &params.worker_id,
-                now: params.clock.now(),
-                lease_ttl,
-                max_running_per_tenant: params.max_running_per_tenant,
-            })
-            .await;
+        let claimed = super::spend::claim(params, lease_ttl).await;
         match claimed {
             Ok(Some(claimed)) => {
                 run_claimed(&shared, claimed).await;
@@ -262,6 +235,7 @@ async fn run_claimed(shared: &Shared, claimed: Claimed) {
         Ok(RunOutcome::Finished(status)) => (status.as_str(), *status == TaskStatus::Succeeded),
         Ok(RunOutcome::Yielded) => ("yielded", true),
         Ok(RunOutcome::Parked) => ("awaiting_approval", true),
+        Ok(RunOutcome::Deferred(_)) => ("deferred", true),
         Ok(RunOutcome::LeaseLost) => ("lease_lost", false),
         Err(_) => ("engine_error", false),
     };
@@ -304,6 +278,7 @@ async fn settle(
             return;
         }
         Ok(RunOutcome::Yielded) => release(params, ReleaseReason::Shutdown, None),
+        Ok(RunOutcome::Deferred(until)) => super::spend::deferred(params, task_id, until),
         Err(error) if error.is_transient() => {
             tracing::warn!(%task_id, %error, "store fault interrupted the task; handing it back to the queue");
             release(params, ReleaseReason::StoreFault, Some(&error))

@@ -37,6 +37,7 @@ use crate::engine::runtime::checkpoint::{EngineKind, Record, Spend, TaskState};
 use crate::engine::runtime::journal::Journal;
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::{ModelPort, Repeat, ToolCall, ToolPort};
+use crate::engine::runtime::reserve::Overreport;
 use crate::engine::{EngineError, Halt, RunContext, RunOutcome, StopSignal};
 
 pub mod one_shot;
@@ -75,6 +76,10 @@ pub struct Ports {
     pub validators: Arc<Validators>,
     /// The operator's approval policy: a baseline's calls are signed off like v2's.
     pub approval: crate::domain::approval::ApprovalPolicy,
+    /// What calls cost and what each tenant may spend: a baseline's calls are priced,
+    /// reserved and capped like v2's.
+    pub prices: crate::domain::price::Prices,
+    pub spend_caps: crate::domain::spend::SpendCaps,
 }
 
 /// A baseline's own progress, kept in the v2 state's free slot so it resumes from the
@@ -124,12 +129,15 @@ pub fn context(ports: &Ports, ctx: RunContext, engine: EngineKind) -> Result<Att
     let mut state = TaskState::resume(ctx.state.as_ref(), engine)?;
     let after_park = std::mem::take(&mut state.parked);
     let specs = ctx.offered_tools(ports.tools.specs());
+    let overreport = Overreport::resumed(state.learned);
     Ok(Attempt {
         journal: Journal::new(ctx, state),
         models: ports.models.clone(),
         tools: ports.tools.clone(),
         config: EngineSettings {
             approval: ports.approval.clone(),
+            prices: ports.prices.clone(),
+            spend_caps: ports.spend_caps.clone(),
             ..EngineSettings::default()
         },
         specs,
@@ -138,7 +146,7 @@ pub fn context(ports: &Ports, ctx: RunContext, engine: EngineKind) -> Result<Att
         approvals: Default::default(),
         after_park,
         held: Default::default(),
-        overreport: Default::default(),
+        overreport,
     })
 }
 
@@ -271,6 +279,7 @@ pub async fn finish(cx: &Attempt, end: Finish) -> Result<RunOutcome, Halt> {
                 "reason": end.reason,
                 "answer": end.answer,
                 "spend": state.overhead,
+                "spend_estimated": state.estimated,
                 "overhead": state.overhead,
                 "metrics": state.metrics,
                 "rounds": progress.rounds,

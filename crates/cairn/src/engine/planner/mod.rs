@@ -55,6 +55,7 @@ use crate::engine::runtime::attempt::{Attempt, Validators};
 use crate::engine::runtime::checkpoint::{EngineKind, Failure, Phase, TaskState};
 use crate::engine::runtime::journal::Journal;
 use crate::engine::runtime::ports::{ModelPort, ToolPort};
+use crate::engine::runtime::reserve::Overreport;
 use gate::Route;
 use report::Ending;
 use schedule::Flow;
@@ -94,6 +95,7 @@ impl Engine for V2Engine {
         state.sequential = self.config.max_parallel <= 1;
         let after_park = std::mem::take(&mut state.parked);
         let specs = ctx.offered_tools(self.tools.specs());
+        let overreport = Overreport::resumed(state.learned);
         let cx = Arc::new(Attempt {
             journal: Journal::new(ctx, state),
             models: self.models.clone(),
@@ -105,7 +107,7 @@ impl Engine for V2Engine {
             approvals: Default::default(),
             after_park,
             held: Default::default(),
-            overreport: Default::default(),
+            overreport,
         });
         let driven = drive(cx.clone()).await;
         // A yielding run hands the task back with every transition it made committed.

@@ -71,6 +71,7 @@ pub fn result(state: &TaskState, ending: &Ending) -> Value {
         "milestones": milestones,
         "overhead": state.overhead,
         "spend": ledger::charged(state),
+        "spend_estimated": state.estimated,
         "ledger": ledger.map(Ledger::summary),
         "artifacts": state.artifacts,
         "metrics": state.metrics,

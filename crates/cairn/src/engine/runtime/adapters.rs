@@ -74,6 +74,7 @@ impl ModelPort for LlmModels {
                     split: split(&completion.usage),
                     model: Some(completion.model),
                     asked_output: u64::from(completion.asked_tokens),
+                    estimated: completion.usage.estimated,
                 })
             }
             Err(error) => Err(model_error(&error)),
@@ -113,6 +114,7 @@ fn model_error(error: &LlmError) -> PortError {
         message: error.to_string(),
         tokens: usage.total_tokens,
         split: split(&usage),
+        estimated: usage.estimated,
     }
 }
 

@@ -15,7 +15,7 @@ use super::ports::{
     FailureKind, ModelCall, ModelPort, ModelReply, PortError, Purpose, Sampling, ToolCall,
     ToolPort, ToolReply, ToolSpec, Turn, answer_budget,
 };
-use super::reserve::Hold;
+use super::reserve::{Hold, Refusal};
 use crate::domain::settings::EngineSettings;
 use crate::domain::task::Task;
 use crate::engine::prompts::Prompt;
@@ -157,12 +157,17 @@ impl Attempt {
             .await
         {
             Ok(hold) => hold,
-            Err(unit) => {
-                let message = format!(
-                    "not sent: its smallest answer would cost more {} than the milestone and the \
-                     reserve have left",
-                    unit.as_str()
-                );
+            Err(refusal) => {
+                let message = match refusal {
+                    Refusal::Budget(unit) => format!(
+                        "not sent: its smallest answer would cost more {} than the milestone and \
+                         the reserve have left",
+                        unit.as_str()
+                    ),
+                    // The journal is closed: whatever the caller makes of this, the attempt
+                    // writes nothing more and ends with the halt.
+                    Refusal::Stopped(halt) => format!("not sent: {halt}"),
+                };
                 return Asked {
                     reply: Err(PortError::new(FailureKind::Permanent, message)),
                     spend: Spend::default(),
@@ -171,32 +176,19 @@ impl Attempt {
                 };
             }
         };
-        let purpose = call.purpose;
-        let (bound, sent) = (call.prompt_bound(), u64::from(call.max_tokens));
-        let reply = self.models.complete(call).await;
-        let (tokens, split) = match &reply {
-            Ok(reply) => (reply.tokens, reply.split),
-            Err(error) => (error.tokens, error.split),
+        let sent = super::reserve::Sent {
+            purpose: call.purpose,
+            milestone: question.milestone,
+            bound: call.prompt_bound(),
+            max_tokens: u64::from(call.max_tokens),
+            started,
+            wall_limit_ms: hold.wall_limit_ms,
         };
-        // Whatever the provider counted beyond the prompt is priced as answer tokens (a total
-        // reported without its split, or above it, is never booked as free).
-        let written = tokens.saturating_sub(split.input);
-        if let Ok(reply) = &reply {
-            // What the provider reports beyond what the reservation bounded enlarges later ones.
-            let prompts = 1 + u64::from(reply.asked_output > sent);
-            self.overreport.learn(written, reply.asked_output);
-            self.overreport
-                .learn_prompt(split.input, bound.saturating_mul(prompts));
-        }
-        let price = super::reserve::model_price(&self.config.prices.models, purpose);
+        let reply = super::reserve::within(hold.wall_limit_ms, self.models.complete(call)).await;
+        let spend = self.settle_model_call(sent, &reply).await;
         Asked {
             reply,
-            spend: Spend {
-                tokens,
-                tool_calls: 0,
-                wall_ms: elapsed_ms(started),
-                cost: price.map_or(0, |p| p.of(split.input, written)),
-            },
+            spend,
             prompt,
             hold: Some(hold),
         }
@@ -259,7 +251,8 @@ impl Attempt {
         let price = self.config.prices.tool(&call.tool);
         let hold = match self.reserve_tool_call(&call.tool, charged_to, price).await {
             Ok(hold) => hold,
-            Err(unit) => {
+            Err(Refusal::Stopped(halt)) => return Err(halt),
+            Err(Refusal::Budget(unit)) => {
                 let message = format!(
                     "not sent: the milestone and the reserve have no {} left for it",
                     unit.as_str()
@@ -273,7 +266,8 @@ impl Attempt {
         };
         self.journal.flush().await?;
         let started = Instant::now();
-        let reply = self.tools.call(call).await;
+        let limit = hold.wall_limit_ms;
+        let reply = super::reserve::within(limit, self.tools.call(call)).await;
         // A stored receipt answered: nothing was sent, so nothing is priced.
         let sent = !matches!(&reply, Ok(r) if r.from_receipt);
         Ok(Called {
@@ -281,7 +275,7 @@ impl Attempt {
             spend: Spend {
                 tokens: 0,
                 tool_calls: 1,
-                wall_ms: elapsed_ms(started),
+                wall_ms: super::reserve::wall_ms(started, limit),
                 cost: if sent { price.unwrap_or(0) } else { 0 },
             },
             hold: Some(hold),
@@ -292,10 +286,6 @@ impl Attempt {
     pub fn tool_schemas(&self, names: &[String]) -> Vec<&ToolSpec> {
         names.iter().filter_map(|n| self.specs.get(n)).collect()
     }
-}
-
-fn elapsed_ms(started: Instant) -> u64 {
-    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Shortens a value for an event or a prompt: long strings are cut, long arrays trimmed.

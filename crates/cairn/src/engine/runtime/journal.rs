@@ -87,7 +87,12 @@ struct Inner {
 #[derive(Debug, Clone)]
 enum Closed {
     LeaseLost,
-    Failed { reason: String, transient: bool },
+    Failed {
+        reason: String,
+        transient: bool,
+    },
+    /// Closed on purpose before a call the tenant's spend cap cannot cover ([`Journal::close`]).
+    Deferred(chrono::DateTime<chrono::Utc>),
 }
 
 impl Closed {
@@ -96,6 +101,7 @@ impl Closed {
             Halt::LeaseLost => Closed::LeaseLost,
             // A park is no failed transition; were it ever one, nothing more is written.
             Halt::Parked => Closed::LeaseLost,
+            Halt::Deferred(until) => Closed::Deferred(*until),
             Halt::Error(error) => Closed::Failed {
                 reason: error.to_string(),
                 transient: error.is_transient(),
@@ -106,6 +112,7 @@ impl Closed {
     fn halt(&self) -> Halt {
         match self {
             Closed::LeaseLost => Halt::LeaseLost,
+            Closed::Deferred(until) => Halt::Deferred(*until),
             Closed::Failed { reason, transient } => Halt::Error(EngineError::Closed {
                 reason: reason.clone(),
                 transient: *transient,
@@ -217,6 +224,17 @@ impl Journal {
         inner.closing(committed).map(|_| ())
     }
 
+    /// Ends the attempt here, for a stop met outside a transition (a call the tenant's spend
+    /// cap cannot cover): what is staged is committed, every later transition refused.
+    pub async fn close(&self, halt: &Halt) {
+        let mut inner = self.inner.lock().await;
+        if inner.closed.is_none() && !inner.staged.is_empty() {
+            let committed = self.commit(&mut inner, None, Rows::default(), None).await;
+            let _ = inner.closing(committed);
+        }
+        inner.closed.get_or_insert_with(|| Closed::of(halt));
+    }
+
     async fn transition<R>(
         &self,
         when: When,
@@ -308,6 +326,7 @@ impl Journal {
                 ledger: all.ledger,
                 artifacts: all.artifacts,
                 release: false,
+                not_before: None,
             })
             .await?;
         if applied.last_seq != expected {

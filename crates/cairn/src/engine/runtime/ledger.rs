@@ -103,11 +103,21 @@ pub fn overdrawn(state: &TaskState, budget: Budget) -> Option<Unit> {
 }
 
 /// What a call charged to `milestone` (with `None`, to the task's overhead) may still spend
-/// per unit (`None`: uncapped): from the books, or before they open, the budget less the
-/// pre-plan spend.
+/// per unit (`None`: uncapped): from the books (with one milestone at a time, wall time the
+/// waiting milestones could lend included), or before they open, the budget less the pre-plan
+/// spend.
 pub fn room(state: &TaskState, milestone: Option<&str>, budget: Budget) -> PerUnit<Option<u64>> {
     if let Some(ledger) = state.ledger.as_ref() {
-        return ledger.room(milestone);
+        let mut room = ledger.room(milestone);
+        // One milestone at a time: the waiting ones lend it their wall time ([`charge`]).
+        if let (Some(id), Some(wall)) = (milestone, room.wall_ms.as_mut()) {
+            for lender in waiting(state, id) {
+                if let Ok(account) = ledger.account(&lender, Unit::WallMs) {
+                    *wall = wall.saturating_add(account.allocated.saturating_sub(account.spent));
+                }
+            }
+        }
+        return room;
     }
     let totals = PerUnit::from(budget);
     let spent = charged(state);

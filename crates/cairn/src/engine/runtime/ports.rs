@@ -168,6 +168,8 @@ pub struct ModelReply {
     /// The answer tokens the endpoint was asked for in all (the answer's `max_tokens`, and the
     /// re-ask's when there was one); 0 when unknown.
     pub asked_output: u64,
+    /// The endpoint reported no usage: `tokens` and `split` are cairn's estimate.
+    pub estimated: bool,
 }
 
 /// A call's tokens told apart: read (the prompt) and written (the answer). Metrics and
@@ -270,6 +272,8 @@ pub struct PortError {
     pub tokens: u64,
     /// `tokens` told apart, when the call got as far as an answer.
     pub split: TokenSplit,
+    /// The endpoint reported no usage: `tokens` and `split` are cairn's estimate.
+    pub estimated: bool,
 }
 
 impl PortError {
@@ -279,6 +283,7 @@ impl PortError {
             message: message.into(),
             tokens: 0,
             split: TokenSplit::default(),
+            estimated: false,
         }
     }
 }

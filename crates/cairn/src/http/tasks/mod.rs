@@ -191,6 +191,8 @@ fn contains_nul(value: &Value) -> bool {
         (status = 413, description = "The body is larger than the configured limit.", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not sent as application/json.", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Wrong types, unknown or missing fields, or values out of range.", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The tenant has spent its cap for the period (`/problems/spend-cap-reached`); nothing was written.", body = Problem, content_type = "application/problem+json",
+         headers(("Retry-After" = u32, description = "Seconds until the period ends."))),
         StoreFailure,
     )
 )]
@@ -205,6 +207,7 @@ pub async fn create_task(
     request.check_tools(&state.tools.current())?;
     let budget = request.budget_over(state.settings.default_budget);
     money::check(&state, &budget)?;
+    money::tenant_room(&state, &principal.tenant).await?;
     let idempotency = key.map(|key| IdempotencyClaim {
         key,
         request_hash: idempotency::canonical_hash(&request.canonical(budget)),

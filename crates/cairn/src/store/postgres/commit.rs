@@ -26,8 +26,9 @@ const COMMIT: &str = "\
 WITH input AS ( \
     SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::bigint[], $4::text[], $5::bigint[], \
         $6::timestamptz[], $7::boolean[], $8::boolean[], $9::jsonb[], $10::text[], \
-        $11::integer[]) \
-        AS i(id, worker, fence, status, count, now, finishes, keeps, result, state, plan_version) \
+        $11::integer[], $30::timestamptz[], $31::bigint[], $32::bigint[]) \
+        AS i(id, worker, fence, status, count, now, finishes, keeps, result, state, plan_version, \
+            not_before, charged, estimated) \
 ), locked AS ( \
     SELECT i.* FROM input i JOIN tasks t ON t.id = i.id \
     WHERE t.claimed_by = i.worker AND t.fence = i.fence AND t.status = 'running' \
@@ -38,10 +39,10 @@ WITH input AS ( \
         claimed_by = CASE WHEN i.keeps THEN t.claimed_by END, \
         lease_expires_at = CASE WHEN i.keeps THEN t.lease_expires_at END, \
         result = COALESCE(i.result, t.result), state = COALESCE(i.state, t.state), \
-        plan_version = COALESCE(i.plan_version, t.plan_version) \
+        plan_version = COALESCE(i.plan_version, t.plan_version), not_before = i.not_before \
     FROM locked i \
     WHERE t.id = i.id AND t.claimed_by = i.worker AND t.fence = i.fence AND t.status = 'running' \
-    RETURNING t.id, t.last_seq, i.count, i.now \
+    RETURNING t.id, t.tenant_id, t.last_seq, i.count, i.now, i.charged, i.estimated \
 ), logged AS ( \
     INSERT INTO events (task_id, seq, kind, data, created_at) \
     SELECT m.id, m.last_seq - m.count + e.pos, e.kind, e.data, m.now \
@@ -59,6 +60,14 @@ WITH input AS ( \
         $25::bigint[]) WITH ORDINALITY AS e(id, milestone_id, kind, unit, amount, ord) \
         ON e.id = m.id \
     ORDER BY e.ord \
+), spent AS ( \
+    INSERT INTO tenant_spend (tenant_id, hour, cost, estimated_cost) \
+    SELECT tenant_id, date_trunc('hour', now, 'UTC'), sum(charged)::bigint, \
+        sum(estimated)::bigint \
+    FROM moved WHERE charged > 0 \
+    GROUP BY 1, 2 ORDER BY 1, 2 \
+    ON CONFLICT (tenant_id, hour) DO UPDATE SET cost = tenant_spend.cost + EXCLUDED.cost, \
+        estimated_cost = tenant_spend.estimated_cost + EXCLUDED.estimated_cost \
 ), kept AS ( \
     INSERT INTO artifacts (task_id, milestone_id, name, value, created_at) \
     SELECT m.id, e.milestone_id, e.name, e.value, m.now \
@@ -135,6 +144,9 @@ async fn apply(
         .bind(columns.artifacts.milestones)
         .bind(columns.artifacts.names)
         .bind(columns.artifacts.values)
+        .bind(columns.not_befores)
+        .bind(columns.charged)
+        .bind(columns.estimated)
         .fetch_all(conn)
         .await?;
     let mut moved: HashMap<TaskId, i64> = HashMap::with_capacity(rows.len());
@@ -172,6 +184,11 @@ struct Columns<'a> {
     /// The checkpoints as JSON text (the column is `text`: migration 0005).
     states: Vec<Option<&'a str>>,
     plan_versions: Vec<Option<i32>>,
+    not_befores: Vec<Option<DateTime<Utc>>>,
+    /// Money the member's charges book, and the part of it from estimates: its tenant's
+    /// spend grows by them (`tenant_spend`).
+    charged: Vec<i64>,
+    estimated: Vec<i64>,
     events: EventColumns<'a>,
     plans: PlanColumns<'a>,
     ledger: LedgerColumns<'a>,
@@ -241,6 +258,9 @@ impl<'a> Columns<'a> {
             .push(change.state.as_ref().map(StateJson::as_str));
         self.plan_versions
             .push(change.plan_version.as_ref().map(|plan| plan.version));
+        self.not_befores.push(change.not_before);
+        self.charged.push(change.charged_cost());
+        self.estimated.push(change.estimated_cost());
         for (position, event) in (1..).zip(&change.events) {
             self.events.ids.push(id);
             self.events.positions.push(position);

@@ -50,17 +50,21 @@ macro_rules! claim_picked {
     };
 }
 
-/// Without a cap: the oldest queued task, in one statement.
+/// Without a cap: the oldest queued task that may run now (`not_before`), of a tenant not
+/// passed over (`$5`: the tenants at their spend cap), in one statement.
 const CLAIM_OLDEST: &str = concat!(
     "WITH picked AS ( \
-        SELECT id FROM tasks WHERE status = 'queued' ORDER BY id LIMIT 1 \
+        SELECT id FROM tasks WHERE status = 'queued' \
+            AND (not_before IS NULL OR not_before <= $2) AND tenant_id <> ALL($5::text[]) \
+        ORDER BY id LIMIT 1 \
         FOR UPDATE SKIP LOCKED \
      ), ",
     claim_picked!("")
 );
 
-/// With a cap, step 1: the oldest queued task (locked) of a tenant that, as far as this
-/// statement's snapshot shows, is under the cap (`$1`) and was not found full since (`$2`).
+/// With a cap, step 1: the oldest queued task (locked) that may run now (`$3`, `not_before`), of
+/// a tenant that, as far as this statement's snapshot shows, is under the cap (`$1`) and was not
+/// found full since nor passed over at its spend cap (`$2`).
 /// The running set is small (bounded by the workers), so the full tenants are computed once.
 const PICK_UNDER_CAP: &str = "\
     WITH full_tenants AS ( \
@@ -69,6 +73,7 @@ const PICK_UNDER_CAP: &str = "\
     ) \
     SELECT id, tenant_id FROM tasks \
     WHERE status = 'queued' AND tenant_id <> ALL($2::text[]) \
+        AND (not_before IS NULL OR not_before <= $3) \
         AND tenant_id NOT IN (SELECT tenant_id FROM full_tenants) \
     ORDER BY id LIMIT 1 FOR UPDATE OF tasks SKIP LOCKED";
 
@@ -96,6 +101,7 @@ pub(super) async fn claim(
     let row = match params.max_running_per_tenant {
         None => {
             bind_claim(sqlx::query(CLAIM_OLDEST), &params)
+                .bind(params.passed_over)
                 .fetch_optional(pool)
                 .await?
         }
@@ -145,12 +151,13 @@ async fn claim_capped(
     params: &ClaimParams<'_>,
     cap: i64,
 ) -> Result<Option<PgRow>, StoreError> {
-    let mut full: Vec<String> = Vec::new();
+    let mut full: Vec<String> = params.passed_over.to_vec();
     for _ in 0..CAPPED_TRIES {
         let mut tx = pool.begin().await?;
         let picked = sqlx::query(PICK_UNDER_CAP)
             .bind(cap)
             .bind(&full)
+            .bind(params.now)
             .fetch_optional(&mut *tx)
             .await?;
         let Some(picked) = picked else {

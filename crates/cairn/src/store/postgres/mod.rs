@@ -50,6 +50,7 @@ mod notify;
 mod outbox;
 mod rows;
 mod schema;
+mod spend;
 mod tasks;
 
 /// How many hints a slow subscriber may fall behind before it sees `Lagged` (and re-reads).
@@ -226,6 +227,22 @@ impl Store for PgStore {
         task_id: TaskId,
     ) -> Result<Vec<LedgerEntry>, StoreError> {
         history::ledger_entries(&self.pool, tenant_id, task_id).await
+    }
+
+    async fn spend(
+        &self,
+        tenant_id: Option<&str>,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<SpendHour>, StoreError> {
+        spend::spend(&self.pool, tenant_id, since).await
+    }
+
+    async fn spend_waits(
+        &self,
+        tenant_id: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(String, DateTime<Utc>)>, StoreError> {
+        spend::spend_waits(&self.pool, tenant_id, now).await
     }
 
     async fn list_artifacts(

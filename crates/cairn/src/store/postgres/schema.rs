@@ -66,6 +66,11 @@ const MIGRATIONS: Embedded = &[
         "money as a budget unit",
         include_str!("../../../../../migrations/postgres/0011_money.sql"),
     ),
+    (
+        12,
+        "per-tenant spend caps",
+        include_str!("../../../../../migrations/postgres/0012_spend_caps.sql"),
+    ),
 ];
 
 pub(super) fn migrator() -> Migrator {

@@ -15,6 +15,7 @@ use sqlx::{Row, SqliteConnection};
 use super::SqliteStore;
 use super::history::append_event;
 use super::rows::{self, id_text, millis};
+use super::spend::HOUR_MS;
 use crate::domain::task::Lease;
 use crate::store::rules::CommitEffect;
 use crate::store::{Change, Commit, StateJson, StoreError};
@@ -107,6 +108,22 @@ async fn insert_change_rows(
         .execute(&mut *conn)
         .await?;
     }
+    let charged = change.charged_cost();
+    if charged > 0 {
+        // The tenant's spend per hour, booked with the charges (`Store::spend`).
+        sqlx::query(
+            "INSERT INTO tenant_spend (tenant_id, hour, cost, estimated_cost) \
+             SELECT tenant_id, ?2, ?3, ?4 FROM tasks WHERE id = ?1 \
+             ON CONFLICT (tenant_id, hour) DO UPDATE SET cost = cost + excluded.cost, \
+                 estimated_cost = estimated_cost + excluded.estimated_cost",
+        )
+        .bind(id)
+        .bind(now_ms - now_ms.rem_euclid(HOUR_MS))
+        .bind(charged)
+        .bind(change.estimated_cost())
+        .execute(&mut *conn)
+        .await?;
+    }
     for artifact in &change.artifacts {
         sqlx::query(
             "INSERT INTO artifacts (task_id, milestone_id, name, value, created_at) \
@@ -140,7 +157,8 @@ async fn update_task_row(
          result = COALESCE(?6, result), state = COALESCE(?7, state), \
          plan_version = COALESCE(?8, plan_version), \
          claimed_by = CASE WHEN ?9 THEN NULL ELSE claimed_by END, \
-         lease_expires_at = CASE WHEN ?9 THEN NULL ELSE lease_expires_at END \
+         lease_expires_at = CASE WHEN ?9 THEN NULL ELSE lease_expires_at END, \
+         not_before = ?10 \
          WHERE id = ?1",
     )
     .bind(id)
@@ -152,6 +170,7 @@ async fn update_task_row(
     .bind(change.state.as_ref().map(StateJson::as_str))
     .bind(change.plan_version.as_ref().map(|plan| plan.version))
     .bind(ends_lease)
+    .bind(change.not_before.map(millis))
     .execute(&mut *conn)
     .await?;
     Ok(())

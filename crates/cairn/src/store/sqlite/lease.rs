@@ -15,7 +15,7 @@ use super::rows::{self, id_text, millis, task_columns, task_from_row};
 use crate::domain::event::kinds;
 use crate::domain::task::{Lease, TaskId};
 use crate::store::rules;
-use crate::store::{ClaimParams, Claimed, LeaseStatus, StoreError, Wakeup};
+use crate::store::{ClaimParams, Claimed, LeaseStatus, NodeLock, StoreError, Wakeup};
 
 /// The claim statement around a subquery choosing the task (`?1` worker id, `?2` lease expiry,
 /// `?3` now).
@@ -34,15 +34,23 @@ macro_rules! claim_where {
     };
 }
 
-/// Without a cap: the oldest queued task.
-const CLAIM_OLDEST: &str =
-    claim_where!("SELECT id FROM tasks WHERE status = 'queued' ORDER BY id LIMIT 1");
+/// Without a cap: the oldest queued task that may run now (`not_before`), of a tenant not
+/// passed over (`?4`, a JSON array: the tenants at their spend cap).
+const CLAIM_OLDEST: &str = claim_where!(
+    "SELECT id FROM tasks WHERE status = 'queued' \
+         AND (not_before IS NULL OR not_before <= ?3) \
+         AND tenant_id NOT IN (SELECT value FROM json_each(?4)) \
+     ORDER BY id LIMIT 1"
+);
 
-/// With a cap: the oldest queued task of a tenant with fewer than `?4` running tasks. The
-/// running set is small (bounded by the workers) and indexed by tenant, so the full tenants are
-/// computed once per claim.
+/// With a cap: the same, of a tenant with fewer than `?4` running tasks (`?5` passed over).
+/// The running set is small (bounded by the workers) and indexed by tenant, so the full
+/// tenants are computed once per claim.
 const CLAIM_UNDER_CAP: &str = claim_where!(
-    "SELECT id FROM tasks WHERE status = 'queued' AND tenant_id NOT IN ( \
+    "SELECT id FROM tasks WHERE status = 'queued' \
+         AND (not_before IS NULL OR not_before <= ?3) \
+         AND tenant_id NOT IN (SELECT value FROM json_each(?5)) \
+         AND tenant_id NOT IN ( \
          SELECT tenant_id FROM tasks WHERE status = 'running' \
          GROUP BY tenant_id HAVING count(*) >= ?4) \
      ORDER BY id LIMIT 1"
@@ -54,6 +62,27 @@ fn expiry_ms(now: DateTime<Utc>, ttl: Duration) -> i64 {
 }
 
 impl SqliteStore {
+    /// A node's lock: an exclusive lock on a file beside the database, held while it lives.
+    pub(super) fn lock_node_file(&self, node: &str) -> Result<Option<NodeLock>, StoreError> {
+        let path = format!(
+            "{}.node-{:016x}.lock",
+            self.path.display(),
+            crate::store::node_key(node)
+        );
+        let io = |error| StoreError::Database(sqlx::Error::Io(error));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(NodeLock::new(Box::new(file)))),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(error)) => Err(io(error)),
+        }
+    }
+
     pub(super) async fn claim_tx(
         &self,
         params: ClaimParams<'_>,
@@ -74,6 +103,9 @@ impl SqliteStore {
             Some(cap) => query.bind(cap),
             None => query,
         };
+        let passed_over = serde_json::to_string(params.passed_over)
+            .map_err(|error| StoreError::Corrupt(error.to_string()))?;
+        let query = query.bind(passed_over);
         let mut tx = self.write().await?;
         // One statement under the write lock: no other claimer can see the row in between, and
         // no other claim can start a task of the same tenant between the count and the claim.

@@ -34,8 +34,8 @@ use tokio::sync::broadcast;
 
 use super::{
     Artifact, Backend, CancelOutcome, Change, ClaimParams, Claimed, Commit, Created,
-    IdempotencyClaim, LeaseStatus, LedgerEntry, NewToolReceipt, NodeLock, PlanVersionRecord, Store,
-    StoreError, TaskQuery, ToolReceipt, Wakeup,
+    IdempotencyClaim, LeaseStatus, LedgerEntry, NewToolReceipt, NodeLock, PlanVersionRecord,
+    SpendHour, Store, StoreError, TaskQuery, ToolReceipt, Wakeup,
 };
 use crate::domain::event::Event;
 use crate::domain::task::{Lease, NewTask, Task, TaskId};
@@ -49,6 +49,7 @@ mod lease;
 mod messages;
 mod rows;
 mod schema;
+mod spend;
 mod tasks;
 
 /// How long a writer waits for the write lock before giving up with `SQLITE_BUSY`.
@@ -253,6 +254,22 @@ impl Store for SqliteStore {
         self.list_ledger_rows(tenant_id, task_id).await
     }
 
+    async fn spend(
+        &self,
+        tenant_id: Option<&str>,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<SpendHour>, StoreError> {
+        self.spend_rows(tenant_id, since).await
+    }
+
+    async fn spend_waits(
+        &self,
+        tenant_id: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(String, DateTime<Utc>)>, StoreError> {
+        self.spend_wait_rows(tenant_id, now).await
+    }
+
     async fn list_artifacts(
         &self,
         tenant_id: &str,
@@ -288,23 +305,7 @@ impl Store for SqliteStore {
     }
 
     async fn lock_node(&self, node: &str) -> Result<Option<NodeLock>, StoreError> {
-        let path = format!(
-            "{}.node-{:016x}.lock",
-            self.path.display(),
-            crate::store::node_key(node)
-        );
-        let io = |error| StoreError::Database(sqlx::Error::Io(error));
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(io)?;
-        match file.try_lock() {
-            Ok(()) => Ok(Some(NodeLock::new(Box::new(file)))),
-            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
-            Err(std::fs::TryLockError::Error(error)) => Err(io(error)),
-        }
+        self.lock_node_file(node)
     }
 
     async fn reclaim_node(

@@ -42,6 +42,11 @@ const MIGRATIONS: Embedded = &[
         "money as a budget unit",
         include_str!("../../../../../migrations/sqlite/0007_money.sql"),
     ),
+    (
+        8,
+        "per-tenant spend caps",
+        include_str!("../../../../../migrations/sqlite/0008_spend_caps.sql"),
+    ),
 ];
 
 pub(super) fn migrator() -> Migrator {

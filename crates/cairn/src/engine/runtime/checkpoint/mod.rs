@@ -187,6 +187,16 @@ impl EngineKind {
     }
 }
 
+/// What the task's providers have reported beyond what its reservations bounded: the answer
+/// tokens per token asked, in parts per million (1,000,000: never more), and the most prompt
+/// tokens beyond a prompt's bound. A resumed attempt reserves as the last one learned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Learned {
+    pub answer_ppm: u64,
+    pub prompt_excess: u64,
+}
+
 /// Everything an engine on this runtime needs to resume a task. Written with every commit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct TaskState {
@@ -209,6 +219,12 @@ pub struct TaskState {
     pub pre_plan_overhead: Vec<LedgerMovement>,
     /// Spend not attributable to a milestone: gate, strategic planning, goal verifier, direct.
     pub overhead: Spend,
+    /// The part of the spend booked from estimates (`ledger.estimated`).
+    #[serde(default)]
+    pub estimated: crate::domain::report::Estimated,
+    /// What providers reported beyond what reservations bounded (`reserve::Overreport`).
+    #[serde(default)]
+    pub learned: Learned,
     pub runs: BTreeMap<String, MilestoneRun>,
     /// Artifacts by milestone, then by name.
     pub artifacts: BTreeMap<String, BTreeMap<String, Value>>,

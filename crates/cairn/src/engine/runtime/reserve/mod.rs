@@ -9,13 +9,21 @@
 //! reserve have left (`Ledger::room`), less the worst cases of this task's calls whose spend is
 //! not on the books yet ([`Hold`]). What does not fit is cut: first the re-ask is dropped, then
 //! the answer's budget shrinks, down to a quarter of the purpose's own; below that the call is
-//! refused, not sent, and the task stops `budget_exhausted` with its report. A tool call
+//! refused, not sent, and the task stops `budget_exhausted` with its report. Where the task's
+//! tenant has a spend cap, money's room is also at most what the tenant's period has left; a
+//! call refused on that is not the task's fault, so the attempt stops instead and the task
+//! waits, queued, for the period's end ([`Refusal::Stopped`]). A tool call
 //! reserves one call and its price the same way. After the call the ledger is charged what the
 //! provider reported; a provider that reports more than a reservation bounds
-//! ([`Overreport`]) has every later reservation of the task enlarged by what it added.
+//! ([`Overreport`]) has every later reservation of the task enlarged by what it added, in this
+//! attempt and, through the checkpoint, in every later one.
 //!
 //! Transient retries are not reserved: a request that failed reported no usage, and the books
-//! hold only what providers report. Wall time is not reserved: a call's timeout is its client's.
+//! hold only what providers report. Wall time is reserved by a time limit: a call may take at
+//! most what its milestone and the reserve have left of it (with one milestone at a time, what
+//! the waiting milestones could lend too), is cut off there, and is charged at most that; with
+//! none left it is not sent. Wall time is not held: calls of milestones running side by side
+//! each count on the reserve's.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -91,7 +99,7 @@ fn scale(n: u64, ppm: u64) -> u64 {
 
 const ONE: u64 = 1_000_000;
 
-/// The most a provider has reported beyond what it was asked for, in this attempt: the ratio of
+/// The most a provider has reported beyond what it was asked for, in this task: the ratio of
 /// reported answer tokens to the `max_tokens` asked, in parts per million (`ONE` when it never
 /// has). A provider that counts more than it was asked to write is believed, and every later
 /// reservation is scaled by it, so its over-count is booked within the budget too.
@@ -119,8 +127,11 @@ impl Overreport {
             return;
         }
         let ratio = (u128::from(reported) * u128::from(ONE)).div_ceil(u128::from(asked));
-        let ratio = u64::try_from(ratio).unwrap_or(u64::MAX);
-        self.ratio.fetch_max(ratio, Ordering::SeqCst);
+        self.learn_ratio(u64::try_from(ratio).unwrap_or(u64::MAX));
+    }
+
+    fn learn_ratio(&self, ppm: u64) {
+        self.ratio.fetch_max(ppm, Ordering::SeqCst);
     }
 
     /// Learns from one answer's prompt tokens against the bound of the prompts sent.
@@ -142,6 +153,9 @@ fn overflows(worst: PerUnit<u64>, room: &PerUnit<Option<u64>>) -> Option<Unit> {
 /// Sizes a model call to `room`: whole, cut (no re-ask, then the largest answer budget from
 /// `least` up that fits), or refused.
 pub fn reserve_model(ask: &ModelAsk, room: &PerUnit<Option<u64>>) -> Reservation {
+    if room.wall_ms == Some(0) {
+        return Reservation::Refused(Unit::WallMs);
+    }
     let whole = Sized {
         max_tokens: ask.wanted,
         retry_max_tokens: ask.wanted.saturating_mul(2),
@@ -173,6 +187,9 @@ pub fn reserve_model(ask: &ModelAsk, room: &PerUnit<Option<u64>>) -> Reservation
 
 /// A tool call's reservation: one call and its price; `Err` names the unit it does not fit.
 pub fn reserve_tool(price: Option<u64>, room: &PerUnit<Option<u64>>) -> Result<(), Unit> {
+    if room.wall_ms == Some(0) {
+        return Err(Unit::WallMs);
+    }
     if room.cost.is_some() && price.is_none() {
         return Err(Unit::Cost);
     }
@@ -195,7 +212,10 @@ pub fn model_price(prices: &ModelPrices, purpose: Purpose) -> Option<TokenPrice>
 }
 
 mod books;
-pub use books::{Hold, Holds, Limited};
+mod settle;
+mod tenant;
+pub use books::{Hold, HoldBook, Holds, Limited, Refusal};
+pub use settle::{Sent, wall_ms, within};
 
 #[cfg(test)]
 mod tests;
