@@ -24,8 +24,8 @@ use crate::http::auth::Principal;
 use crate::http::doc_schemas::StoreFailure;
 use crate::http::error::{ApiError, Problem};
 use crate::http::extract::ApiQuery;
-use crate::store::TaskQuery;
 use crate::store::keys::Scope;
+use crate::store::{SpendHour, TaskQuery};
 
 /// How many recent tasks the statistics cover.
 pub const WINDOW: usize = 1000;
@@ -85,7 +85,7 @@ async fn spend_stats(state: &AppState, tenant: &str) -> Result<SpendStats, ApiEr
             PeriodSpend {
                 start,
                 end,
-                cost: within().fold(0u64, |sum, hour| sum.saturating_add(hour.cost)),
+                cost: SpendHour::total(within()),
                 estimated: within().fold(0u64, |sum, hour| sum.saturating_add(hour.estimated_cost)),
             }
         })

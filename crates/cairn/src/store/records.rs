@@ -57,6 +57,15 @@ pub struct SpendHour {
     pub estimated_cost: u64,
 }
 
+impl SpendHour {
+    /// The money `hours` hold in all.
+    pub fn total<'a>(hours: impl IntoIterator<Item = &'a SpendHour>) -> u64 {
+        hours
+            .into_iter()
+            .fold(0u64, |sum, hour| sum.saturating_add(hour.cost))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewLedgerEntry {
     pub milestone_id: Option<String>,

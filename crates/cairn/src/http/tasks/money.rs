@@ -40,9 +40,7 @@ pub(super) async fn tenant_room(state: &AppState, tenant: &str) -> Result<(), Ap
         .store
         .spend(Some(tenant), caps.period.start(now))
         .await?;
-    let spent = hours
-        .iter()
-        .fold(0u64, |sum, hour| sum.saturating_add(hour.cost));
+    let spent = crate::store::SpendHour::total(&hours);
     let waits = state.store.spend_waits(Some(tenant), now).await?;
     if !caps.reached(tenant, spent) && waits.is_empty() {
         return Ok(());

@@ -60,9 +60,7 @@ impl Attempt {
         let ctx = self.journal.ctx();
         let since = caps.period.start(ctx.clock.now());
         let hours = ctx.store.spend(Some(tenant), since).await?;
-        let spent = hours
-            .iter()
-            .fold(0u64, |sum, hour| sum.saturating_add(hour.cost));
+        let spent = crate::store::SpendHour::total(&hours);
         Ok(Some(TenantRoom {
             left: cap.saturating_sub(spent),
             cap,
