@@ -194,3 +194,70 @@ async fn no_follow_up_after_a_list_that_made_a_change() {
     assert_eq!(stack.tool_calls("copy_snapshot"), 1);
     stack.stop().await;
 }
+
+#[tokio::test]
+async fn a_failed_plan_for_a_knowledge_question_is_handed_to_the_direct_route() {
+    let stack = Stack::start("knowledge_handover.json").await;
+    let id = stack
+        .submit("What is the capital of Australia?", "v2", 100_000)
+        .await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    assert_eq!(task["result"]["verified"], true, "{task:#}");
+    assert_eq!(task["result"]["extra"]["answer"], "Canberra", "{task:#}");
+    let declined = stack.events_of(&id, "plan.declined").await;
+    assert_eq!(declined.len(), 1, "{declined:#?}");
+    assert_eq!(declined[0]["handed_over"], true, "{declined:#?}");
+    assert_eq!(declined[0]["failed_milestone"], "m1", "{declined:#?}");
+    // The plan that failed stays on record; no new strategy was asked for.
+    let (_, plans) = stack.get(&format!("/v1/tasks/{id}/plans")).await;
+    assert_eq!(plan_reasons(&plans), ["initial"], "{plans:#}");
+    let strategic = stack.sim.stats().llm.by_purpose.get("strategic").copied();
+    assert_eq!(strategic, Some(1), "the first plan only");
+    assert!(stack.tool_calls("get_service") >= 1);
+    // The failed milestone's unspent allocation went back to the reserve that pays the loop.
+    let returned = stack.events_of(&id, "ledger.return").await;
+    assert!(
+        returned.iter().any(|r| r["source"] == "plan_handed_over"
+            && r["movements"]
+                .as_array()
+                .is_some_and(|m| m.iter().any(|m| m["milestone"] == "m1"))),
+        "{returned:#?}"
+    );
+    let rounds = stack.events_of(&id, "direct.round").await;
+    assert!(!rounds.is_empty(), "the act loop answered");
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn a_change_another_milestone_made_is_adopted_not_made_again() {
+    let stack = Stack::start("changes_made.json").await;
+    let goal = "Ship order ord-2w8n5 from warehouse WH-3 and email its tracking number trk-60x7a \
+                to ana@example.com.";
+    let id = stack.submit(goal, "v2", 100_000).await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    assert_eq!(stack.tool_calls("send_email"), 1, "one email, not two");
+    assert_eq!(stack.tool_calls("create_shipment"), 1);
+    let planned = stack.events_of(&id, "milestone.steps_planned").await;
+    let m3: Vec<&Value> = planned.iter().filter(|p| p["milestone"] == "m3").collect();
+    assert_eq!(m3.len(), 1, "{planned:#?}");
+    assert_eq!(
+        m3[0]["adopted"],
+        json!([{"milestone": "m1", "step": "s2", "tool": "send_email"}]),
+        "{m3:#?}"
+    );
+    assert_eq!(m3[0]["steps"][0]["tool"], "send_email", "{m3:#?}");
+    assert_eq!(m3[0]["steps"][0]["status"], "done", "{m3:#?}");
+    // m2's read has no change of its own tools to adopt: its first list is its own.
+    let m2: Vec<&Value> = planned.iter().filter(|p| p["milestone"] == "m2").collect();
+    assert!(m2.iter().all(|p| p.get("adopted").is_none()), "{m2:#?}");
+    let decided = stack.events_of(&id, "monitor.decided").await;
+    assert!(
+        decided
+            .iter()
+            .any(|d| d["milestone"] == "m3" && d["decision"] == "passed"),
+        "{decided:#?}"
+    );
+    stack.stop().await;
+}

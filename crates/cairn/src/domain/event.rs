@@ -86,13 +86,17 @@ pub mod kinds {
     pub const PLAN_ACCEPTED: &str = "plan.accepted";
     /// `{attempt, reason}`: the first strategic answer had no milestone and the goal names no
     /// change and no several targets: nothing to plan, the task continues on the direct route.
+    /// `{attempt, reason, handed_over, failed_milestone}`: an L3 for such a goal whose plan
+    /// failed with nothing passed; the plan is handed over to the direct route.
     pub const PLAN_DECLINED: &str = "plan.declined";
     /// `{milestone, step, tool, reason, detail}`: a tool the plan relies on cannot be reached;
     /// the strategy is replanned.
     pub const PLAN_STALE: &str = "plan.stale";
     /// `{milestone}`: a milestone became active.
     pub const MILESTONE_STARTED: &str = "milestone.started";
-    /// `{milestone, attempt, level, fingerprint, steps}`: just-in-time steps were attached.
+    /// `{milestone, attempt, level, fingerprint, steps, granted?, continued?,
+    /// unshown_values_in?, recut?, adopted?}`: just-in-time steps were attached; `adopted`
+    /// lists the changes other milestones made that an empty first list took as this one's.
     pub const STEPS_PLANNED: &str = "milestone.steps_planned";
     /// `{milestone, attempt, errors}` or `{milestone, attempt, repeated_fingerprint, level,
     /// escalate_to}`: a step list was refused.

@@ -70,7 +70,12 @@ pub async fn run(cx: &Attempt) -> Result<RunOutcome, Halt> {
     loop {
         let snapshot = cx.journal.snapshot().await;
         let direct = load(snapshot.direct.as_ref());
-        if let Some(unit) = ledger::over_budget(cx.task().budget, snapshot.overhead) {
+        // After a plan was handed over (`strategic::handover`), its books pay for the loop.
+        let over = match snapshot.ledger {
+            Some(_) => ledger::overdrawn(&snapshot, cx.task().budget),
+            None => ledger::over_budget(cx.task().budget, snapshot.overhead),
+        };
+        if let Some(unit) = over {
             return report::finish(
                 cx,
                 Ending {

@@ -173,6 +173,7 @@ async fn drive(cx: Arc<Attempt>) -> Result<RunOutcome, Halt> {
                 Flow::AllDone => {}
                 Flow::Stopped => return Ok(cx.stop_outcome()),
                 Flow::Ended(ending) => return report::finish(&cx, ending).await,
+                Flow::Direct => return crate::engine::planner::direct::run(&cx).await,
             }
         }
         if let Some(ending) = verify(&cx).await? {
@@ -195,8 +196,12 @@ async fn verify(cx: &Attempt) -> Result<Option<Ending>, Halt> {
         )
         .at(verdict.seq);
         if replan_allowed(cx).await {
-            return schedule::replan_strategy(cx, &failure, None, schedule::ReplanCause::Ladder)
-                .await;
+            let cause = schedule::ReplanCause::Ladder;
+            // A direct route is taken where the milestones would run next.
+            return match schedule::replan_strategy(cx, &failure, None, cause).await? {
+                schedule::Replanned::Ended(ending) => Ok(Some(ending)),
+                schedule::Replanned::Plan | schedule::Replanned::Direct => Ok(None),
+            };
         }
         return Ok(Some(Ending {
             cause: None,

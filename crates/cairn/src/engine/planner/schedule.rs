@@ -25,13 +25,25 @@ use crate::domain::repair::ReplanReason;
 use crate::domain::task::TaskStatus;
 use crate::engine::runtime::approvals::PlanGate;
 use crate::engine::runtime::attempt::Attempt;
-use crate::engine::runtime::checkpoint::{Failure, MilestoneOutcome, Record, TaskState};
+use crate::engine::runtime::checkpoint::{Failure, MilestoneOutcome, Phase, Record, TaskState};
 use crate::engine::{EngineError, Halt};
 
 /// How the milestone phase ended.
 pub enum Flow {
     AllDone,
     Stopped,
+    Ended(Ending),
+    /// An L3 handed the goal to the direct route ([`strategic::Strategic::NothingToPlan`]).
+    Direct,
+}
+
+/// What an L3 replan made.
+pub enum Replanned {
+    /// A new plan version: its new milestones run next.
+    Plan,
+    /// No plan: the goal goes to the direct route.
+    Direct,
+    /// No valid plan: how the task ends.
     Ended(Ending),
 }
 
@@ -57,6 +69,9 @@ struct Replan {
 /// Runs ready milestones (independent ones in parallel, at most `max_parallel`) until all are
 /// done, one fails for good, the budget runs out, or a stop is requested.
 pub async fn execute(cx: &Arc<Attempt>) -> Result<Flow, Halt> {
+    if cx.journal.read(|s| s.phase).await == Phase::Direct {
+        return Ok(Flow::Direct);
+    }
     let mut schedule = Schedule {
         resumed: cx.journal.read(active_in).await.into_iter().collect(),
         running: BTreeSet::new(),
@@ -223,8 +238,10 @@ impl Schedule {
             // The milestone that took a person's message did not fail: it is carried like any
             // other running milestone, not re-planned.
             let failed = ladder.then_some(id);
-            if let Some(ending) = replan_strategy(cx, failure, failed, replan.cause).await? {
-                return Ok(Some(Flow::Ended(ending)));
+            match replan_strategy(cx, failure, failed, replan.cause).await? {
+                Replanned::Plan => {}
+                Replanned::Direct => return Ok(Some(Flow::Direct)),
+                Replanned::Ended(ending) => return Ok(Some(Flow::Ended(ending))),
             }
             // The new version's new or changed milestones may wait for a person's sign-off.
             if cx.plan_waits().await? != PlanGate::Clear {
@@ -317,13 +334,14 @@ pub enum ReplanCause {
     Steered,
 }
 
-/// L3: a new plan version that keeps finished work. `Some(ending)` when none could be made.
+/// L3: a new plan version that keeps finished work, or the direct route for a goal that
+/// needs no plan.
 pub async fn replan_strategy(
     cx: &Attempt,
     failure: &Failure,
     milestone: Option<&str>,
     cause: ReplanCause,
-) -> Result<Option<Ending>, Halt> {
+) -> Result<Replanned, Halt> {
     cx.journal
         .record(|state| {
             if cause == ReplanCause::Steered {
@@ -341,9 +359,9 @@ pub async fn replan_strategy(
         .await?;
     let replanned = strategic::plan(cx, Some(strategic::Replan { failure, milestone })).await?;
     match replanned {
-        // A replan is never declined: only a task's first plan may have no milestone.
-        strategic::Strategic::Accepted | strategic::Strategic::NothingToPlan => Ok(None),
-        strategic::Strategic::Refused { reason, cause } => Ok(Some(Ending {
+        strategic::Strategic::Accepted => Ok(Replanned::Plan),
+        strategic::Strategic::NothingToPlan => Ok(Replanned::Direct),
+        strategic::Strategic::Refused { reason, cause } => Ok(Replanned::Ended(Ending {
             cause,
             status: TaskStatus::Failed,
             verified: None,

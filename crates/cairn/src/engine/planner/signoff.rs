@@ -50,7 +50,8 @@ pub async fn before_running(cx: &Attempt) -> Result<Option<Ending>, Halt> {
                 if let Some(failure) = failure {
                     let failure = failure.at(applied.first_seq);
                     let cause = ReplanCause::Steered;
-                    if let Some(ending) =
+                    // A direct route is taken where the milestones would run next.
+                    if let schedule::Replanned::Ended(ending) =
                         schedule::replan_strategy(cx, &failure, None, cause).await?
                     {
                         return Ok(Some(ending));

@@ -263,6 +263,25 @@ pub fn release(state: &mut TaskState, milestone: &str, record: &mut Record) -> R
     Ok(())
 }
 
+/// Every unfinished milestone's unspent allocation back to the reserve: the plan was handed
+/// over to the direct route, whose calls the reserve pays for.
+pub fn release_unfinished(state: &mut TaskState, record: &mut Record) -> Result<(), Halt> {
+    let unfinished: Vec<String> = state
+        .plan
+        .iter()
+        .flat_map(|p| p.milestones.iter())
+        .filter(|m| m.status != MilestoneStatus::Done)
+        .map(|m| m.id.clone())
+        .collect();
+    if let Some(ledger) = state.ledger.as_mut() {
+        for id in unfinished {
+            let movements = ledger.return_unspent(&id).map_err(ledger_error)?;
+            persist(&movements, "plan_handed_over", record);
+        }
+    }
+    Ok(())
+}
+
 /// The first unit in which `spent` is over `budget`, if any (money only when it is capped).
 pub fn over_budget(budget: Budget, spent: Spend) -> Option<Unit> {
     let totals = PerUnit::from(budget);

@@ -33,6 +33,7 @@ use crate::engine::runtime::ports::{Purpose, ToolSpec};
 use crate::engine::{prompts, schemas};
 
 mod commit;
+mod handover;
 mod repeat;
 
 use commit::{Proposal, commit};
@@ -49,7 +50,8 @@ struct Amended {
 pub enum Strategic {
     /// A valid plan is stored (as a new plan version).
     Accepted,
-    /// The first answer had no milestone and the goal names no change and no several targets:
+    /// The first answer had no milestone, or an L3 replan found the failed plan was for a goal
+    /// that needs none ([`handover`]), and the goal names no change and no several targets:
     /// nothing to plan; the task continues on the direct route (`plan.declined`).
     NothingToPlan,
     /// Every proposal was invalid or the planner was unreachable; nothing was executed.
@@ -79,6 +81,9 @@ pub struct Replan<'a> {
 
 /// Asks for a plan (or, with `replan`, a new version of the current one) until one validates.
 pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic, Halt> {
+    if handover::hand_over(cx, replan.as_ref()).await? {
+        return Ok(Strategic::NothingToPlan);
+    }
     // Least privilege (`super::permit`): a goal that asks for no change plans no writer.
     let permitted = super::permit::permitted(cx).await;
     let mut errors: Option<String> = None;

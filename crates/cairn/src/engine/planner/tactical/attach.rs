@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::{Ask, Planned, Proposal, Request, offer, recut};
+use super::{Ask, Planned, Proposal, Request, made, offer, recut};
 use crate::domain::event::kinds::{STEPS_PLANNED, STEPS_REFUSED};
 use crate::domain::plan::{Step, StepStatus};
 use crate::domain::repair::{ProposalVerdict, RepairLimits, rung_name};
@@ -147,10 +147,7 @@ fn settle(
     record: &mut Record,
 ) -> Option<Planned> {
     let Request {
-        milestone_id,
-        ask,
-        failure,
-        ..
+        milestone_id, ask, ..
     } = proposal.request;
     let attempt = proposal.attempt;
     let level = ask.repair_level();
@@ -182,39 +179,69 @@ fn settle(
                 to,
             })
         }
-        (Ok(steps), Some(fp)) => {
-            let listed = Listed {
-                ask,
-                failure,
-                steps: steps.clone(),
-                guessed: &proposal.guessed,
-            };
-            attach(state, milestone_id, listed);
-            let granted = offer::grant(state, milestone_id, steps, proposal.extra);
-            let mut planned = json!({"milestone": milestone_id, "attempt": attempt,
-                                     "level": level, "fingerprint": fp, "steps": steps});
-            if !granted.is_empty() {
-                planned["granted"] = json!(granted);
-            }
-            if ask == Ask::Continue {
-                planned["continued"] = json!(true);
-            }
-            if !proposal.guessed.is_empty() {
-                // The steps that wait for the outputs before them (shown again, then run).
-                let ids: Vec<&str> = proposal
-                    .guessed
-                    .iter()
-                    .filter_map(|&i| steps.get(i).map(|s| s.id.as_str()))
-                    .collect();
-                planned["unshown_values_in"] = json!(ids);
-            }
-            record.push(STEPS_PLANNED, planned);
-            if let Some(level) = level {
-                record.plan_version =
-                    Some((level.as_str().to_string(), failure.and_then(|f| f.seq)));
-            }
-            Some(Planned::Steps { fingerprint: fp })
-        }
+        (Ok(steps), Some(fp)) => Some(attached(state, proposal, steps, fp, record)),
         (Ok(_), None) => None,
     }
+}
+
+/// Attaches an accepted list and records it (`milestone.steps_planned`).
+fn attached(
+    state: &mut TaskState,
+    proposal: &Proposal<'_>,
+    steps: &[Step],
+    fp: String,
+    record: &mut Record,
+) -> Planned {
+    let Request {
+        milestone_id,
+        ask,
+        failure,
+        ..
+    } = proposal.request;
+    let (attempt, level) = (proposal.attempt, ask.repair_level());
+    let listed = Listed {
+        ask,
+        failure,
+        steps: steps.to_vec(),
+        guessed: &proposal.guessed,
+    };
+    attach(state, milestone_id, listed);
+    let granted = offer::grant(state, milestone_id, steps, proposal.extra);
+    // An empty first list: the change another milestone made is this one's.
+    let adopted = match (steps.is_empty(), ask) {
+        (true, Ask::Initial) => made::adopt(state, milestone_id, proposal.covering),
+        _ => Vec::new(),
+    };
+    let shown = if adopted.is_empty() { steps } else { &adopted };
+    let mut planned = json!({"milestone": milestone_id, "attempt": attempt,
+                             "level": level, "fingerprint": fp, "steps": shown});
+    if !adopted.is_empty() {
+        planned["adopted"] = json!(
+            proposal
+                .covering
+                .iter()
+                .map(made::Made::source)
+                .collect::<Vec<_>>()
+        );
+    }
+    if !granted.is_empty() {
+        planned["granted"] = json!(granted);
+    }
+    if ask == Ask::Continue {
+        planned["continued"] = json!(true);
+    }
+    if !proposal.guessed.is_empty() {
+        // The steps that wait for the outputs before them (shown again, then run).
+        let ids: Vec<&str> = proposal
+            .guessed
+            .iter()
+            .filter_map(|&i| steps.get(i).map(|s| s.id.as_str()))
+            .collect();
+        planned["unshown_values_in"] = json!(ids);
+    }
+    record.push(STEPS_PLANNED, planned);
+    if let Some(level) = level {
+        record.plan_version = Some((level.as_str().to_string(), failure.and_then(|f| f.seq)));
+    }
+    Planned::Steps { fingerprint: fp }
 }

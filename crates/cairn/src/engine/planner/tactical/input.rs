@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 
+use super::made::Made;
 use super::{Ask, Request};
 use crate::domain::plan::{Milestone, Step, StepStatus};
 use crate::engine::runtime::attempt::{Attempt, brief};
@@ -11,13 +12,15 @@ use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::Turn;
 
 /// The tactical prompt's input: one milestone, its budget left, what its dependencies found,
-/// the schemas of the tools offered ([`super::offer`]) and, on repair, what failed.
+/// the changes other milestones made ([`super::made`]), the schemas of the tools offered
+/// ([`super::offer`]) and, on repair, what failed.
 pub(super) fn input(
     cx: &Attempt,
     request: &Request<'_>,
     state: &TaskState,
     milestone: &Milestone,
     offered: &[String],
+    made: &[Made],
 ) -> Value {
     let milestone_id = request.milestone_id;
     let observations: Vec<&Value> = state
@@ -70,6 +73,10 @@ pub(super) fn input(
     });
     if let Some(next) = next {
         input["next"] = json!(next);
+    }
+    // Only where there are some: most milestones' prompts stay as they were.
+    if !made.is_empty() {
+        input["changes_made"] = json!(made.iter().map(Made::shown).collect::<Vec<_>>());
     }
     // Steps are written for the plan as it stands now: a constraint raised while the task ran (a
     // tool's, a person's) binds them as it binds the plan.

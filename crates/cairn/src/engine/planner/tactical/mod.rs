@@ -11,6 +11,7 @@
 
 mod attach;
 mod input;
+mod made;
 mod offer;
 mod proposal;
 mod recut;
@@ -118,6 +119,9 @@ struct Proposal<'a> {
     guessed: Vec<usize>,
     /// Whether a tool has side effects (a call after a write is not "already made").
     writes: &'a (dyn Fn(&str) -> bool + Sync),
+    /// On a first list: the changes other milestones made with this milestone's tools, which an
+    /// empty answer adopts ([`made`]).
+    covering: &'a [made::Made],
 }
 
 /// Asks for steps for `milestone_id` and attaches them (one commit per model call).
@@ -147,7 +151,8 @@ pub async fn plan_steps(
         };
         let Answered { asked, offered, .. } = &answered;
         let writes = |tool: &str| cx.specs.get(tool).is_some_and(|spec| spec.side_effects);
-        let parsed = parse(asked, &answered.milestone, ask, &writes);
+        let may_be_done = !answered.covering.is_empty();
+        let parsed = parse(asked, &answered.milestone, ask, may_be_done, &writes);
         let fingerprint = parsed.as_ref().ok().map(|steps| of_steps(steps));
         let guessed = parsed
             .as_ref()
@@ -164,6 +169,7 @@ pub async fn plan_steps(
                     || offered.narrowable),
             guessed,
             writes: &writes,
+            covering: &answered.covering,
         };
         let (_, outcome) = cx
             .journal
@@ -208,13 +214,22 @@ struct Answered {
     /// The text of the input, less the list it may replace ([`input::shown`]).
     shown: String,
     asked: Asked,
+    /// On a first list: the changes other milestones made with this milestone's tools.
+    covering: Vec<made::Made>,
 }
 
 /// Asks the tactical planner `request` once; `None` when the plan has no such milestone.
 async fn ask_once(cx: &Attempt, request: &Request<'_>, sampling: Sampling) -> Option<Answered> {
-    let (milestone, attempt, input, offered) = read_question(cx, request).await?;
+    let (milestone, attempt, input, offered, made) = read_question(cx, request).await?;
     let turns = input::repair_turns(request, &milestone);
     let shown = input::shown(&input);
+    let covering: Vec<made::Made> = match request.ask {
+        Ask::Initial => made::covering(&made, &milestone)
+            .into_iter()
+            .cloned()
+            .collect(),
+        _ => Vec::new(),
+    };
     let question = Question {
         purpose: Purpose::Tactical,
         milestone: Some(request.milestone_id),
@@ -222,9 +237,10 @@ async fn ask_once(cx: &Attempt, request: &Request<'_>, sampling: Sampling) -> Op
         prompt: &prompts::TACTICAL,
         input,
         turns,
+        // An empty list: a continuation's "nothing left", or a change already made.
         schema: schemas::tactical(
             &cx.tool_schemas(&offered.tools),
-            request.ask == Ask::Continue,
+            request.ask == Ask::Continue || !covering.is_empty(),
         ),
     };
     let asked = cx.ask_sampled(question, sampling).await;
@@ -234,6 +250,7 @@ async fn ask_once(cx: &Attempt, request: &Request<'_>, sampling: Sampling) -> Op
         offered,
         shown,
         asked,
+        covering,
     })
 }
 
@@ -243,7 +260,13 @@ async fn ask_once(cx: &Attempt, request: &Request<'_>, sampling: Sampling) -> Op
 async fn read_question(
     cx: &Attempt,
     request: &Request<'_>,
-) -> Option<(Milestone, u32, serde_json::Value, offer::Offer)> {
+) -> Option<(
+    Milestone,
+    u32,
+    serde_json::Value,
+    offer::Offer,
+    Vec<made::Made>,
+)> {
     let milestone_id = request.milestone_id;
     cx.journal
         .read(|state| {
@@ -276,8 +299,9 @@ async fn read_question(
                 request.narrowed,
                 &writes,
             );
-            let input = input::input(cx, request, state, &milestone, &offered.tools);
-            Some((milestone, attempt, input, offered))
+            let made = made::elsewhere(state, milestone_id, &writes);
+            let input = input::input(cx, request, state, &milestone, &offered.tools, &made);
+            Some((milestone, attempt, input, offered, made))
         })
         .await
 }

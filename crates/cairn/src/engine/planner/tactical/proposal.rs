@@ -14,11 +14,13 @@ use super::Ask;
 
 /// Reads and validates a step list from the model's answer; `Err` is the feedback for a re-ask.
 /// A continuation is the rest of a list: the calls already done are cut from it, and an empty
-/// rest says the milestone's steps are done.
+/// rest says the milestone's steps are done. With `may_be_done`, an empty first list says
+/// another milestone made this one's change ([`super::made`]).
 pub(super) fn parse(
     asked: &Asked,
     milestone: &Milestone,
     ask: Ask,
+    may_be_done: bool,
     writes: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<Step>, String> {
     let reply = asked
@@ -42,7 +44,10 @@ pub(super) fn parse(
             // A tool outside the milestone's list is the executor's to refuse (and count as
             // drift), not a malformed proposal.
             // An empty continuation says the milestone's steps are done.
-            let done = |e: &StepError| ask == Ask::Continue && matches!(e, StepError::Empty);
+            let done = |e: &StepError| {
+                matches!(e, StepError::Empty)
+                    && (ask == Ask::Continue || (ask == Ask::Initial && may_be_done))
+            };
             errors.retain(|e| !matches!(e, StepError::ToolNotAllowed { .. }) && !done(e));
             if errors.is_empty() {
                 Ok(steps)
