@@ -261,3 +261,53 @@ async fn a_change_another_milestone_made_is_adopted_not_made_again() {
     );
     stack.stop().await;
 }
+
+#[tokio::test]
+async fn an_l3_re_ask_still_offers_the_change_the_goal_names() {
+    let stack = Stack::start("l3_keeps_wanted_tools.json").await;
+    let goal = "Find the user id of sam@example.com and add that user to team data.";
+    let id = stack.submit(goal, "v2", 100_000).await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    let refused = stack.events_of(&id, "plan.refused").await;
+    assert_eq!(refused.len(), 1, "{refused:#?}");
+    let errors = refused[0]["errors"].as_str().unwrap_or_default();
+    assert!(
+        errors.contains("plans the failed milestone m2 again"),
+        "{errors}"
+    );
+    assert!(
+        !errors.contains("Not offered now"),
+        "add_to_team is the change the goal asks for: {errors}"
+    );
+    let (_, latest) = stack.get(&format!("/v1/tasks/{id}/plans/2")).await;
+    assert_eq!(
+        latest["plan"]["milestones"][1]["tools"],
+        json!(["add_to_team"])
+    );
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn a_milestone_whose_tool_asked_to_be_called_again_may_be_planned_again() {
+    let stack = Stack::start("l3_asked_again.json").await;
+    let goal = "Find the newest feature branch of repo shop and open a pull request from it.";
+    let id = stack.submit(goal, "v2", 100_000).await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    let refused = stack.events_of(&id, "plan.refused").await;
+    assert!(refused.is_empty(), "not a repeat: {refused:#?}");
+    let (_, plans) = stack.get(&format!("/v1/tasks/{id}/plans")).await;
+    assert_eq!(
+        plan_reasons(&plans),
+        ["initial", "replan_strategy"],
+        "{plans:#}"
+    );
+    let (_, latest) = stack.get(&format!("/v1/tasks/{id}/plans/2")).await;
+    assert_eq!(
+        latest["plan"]["milestones"][1]["tools"],
+        json!(["create_pr"])
+    );
+    assert_eq!(stack.tool_calls("lookup_branch"), 1, "m1 stayed done");
+    stack.stop().await;
+}

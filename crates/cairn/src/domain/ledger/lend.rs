@@ -39,6 +39,25 @@ impl Ledger {
         })
     }
 
+    /// [`Ledger::charge_overhead`], with the waiting milestones lending `lenders.unit` first where
+    /// the reserve alone cannot cover the charge: task overhead (an L3 replan, the goal
+    /// verifier) runs while they wait as a milestone does. Measured live on the 1.5B model, an
+    /// L3 re-ask was cut at the reserve's last 72 s while the waiting milestones held 540 s.
+    pub fn charge_overhead_lending(
+        &mut self,
+        usage: PerUnit<u64>,
+        lenders: Lenders<'_>,
+    ) -> Result<ChargeOutcome, LedgerError> {
+        self.atomically(|l| {
+            let unit = lenders.unit;
+            let need = usage.get(unit).saturating_sub(l.book(unit).reserve);
+            let lent = l.lend_need(None, need, lenders)?;
+            let mut outcome = l.charge_overhead_inner(usage)?;
+            outcome.movements.splice(0..0, lent);
+            Ok(outcome)
+        })
+    }
+
     fn lend(
         &mut self,
         milestone: &str,
@@ -51,7 +70,19 @@ impl Ledger {
             .spent
             .saturating_add(amount)
             .saturating_sub(account.allocated);
-        let mut need = deficit.saturating_sub(self.book(unit).reserve);
+        let need = deficit.saturating_sub(self.book(unit).reserve);
+        self.lend_need(Some(milestone), need, lenders)
+    }
+
+    /// Has the waiting milestones (not `borrower`) return up to `need` of the unit to the
+    /// reserve, the last in plan order first.
+    fn lend_need(
+        &mut self,
+        borrower: Option<&str>,
+        mut need: u64,
+        lenders: Lenders<'_>,
+    ) -> Result<Vec<LedgerMovement>, LedgerError> {
+        let unit = lenders.unit;
         let mut movements = Vec::new();
         for id in lenders.waiting.iter().rev() {
             if need == 0 {
@@ -61,7 +92,7 @@ impl Ledger {
                 continue;
             };
             let lent = lender.allocated.saturating_sub(lender.spent).min(need);
-            if id == milestone || lent == 0 {
+            if Some(id.as_str()) == borrower || lent == 0 {
                 continue;
             }
             let m = LedgerMovement {
@@ -184,5 +215,42 @@ mod tests {
         assert_eq!(ledger.account("m2", Unit::WallMs).expect("m2").allocated, 0);
         assert_eq!(ledger.account("m3", Unit::WallMs).expect("m3").allocated, 0);
         assert!(ledger.book(Unit::WallMs).conserved());
+    }
+
+    #[test]
+    fn overhead_the_reserve_cannot_cover_borrows_from_the_waiting_milestones() {
+        let (mut ledger, _) = books();
+        let lenders = Lenders {
+            unit: Unit::WallMs,
+            waiting: &waiting(),
+        };
+        // 3,500 of overhead against a 2,000 reserve: 1,500 lent by m3, nothing uncovered.
+        let outcome = ledger
+            .charge_overhead_lending(wall(3_500), lenders)
+            .expect("charge");
+        assert!(outcome.exhausted.is_empty(), "{outcome:?}");
+        let kinds: Vec<(MovementKind, Option<&str>, u64)> = outcome
+            .movements
+            .iter()
+            .map(|m| (m.kind, m.milestone_id.as_deref(), m.amount))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (MovementKind::Return, Some("m3"), 1_500),
+                (MovementKind::Charge, None, 3_500),
+            ]
+        );
+        assert!(ledger.book(Unit::WallMs).conserved());
+        // With no one waiting, the same charge leaves 1,500 uncovered.
+        let (mut alone, _) = books();
+        let none = Lenders {
+            unit: Unit::WallMs,
+            waiting: &[],
+        };
+        let outcome = alone
+            .charge_overhead_lending(wall(3_500), none)
+            .expect("charge");
+        assert_eq!(outcome.exhausted.len(), 1, "{outcome:?}");
     }
 }

@@ -236,7 +236,10 @@ impl Ledger {
         })
     }
 
-    fn charge_overhead_inner(&mut self, usage: PerUnit<u64>) -> Result<ChargeOutcome, LedgerError> {
+    pub(super) fn charge_overhead_inner(
+        &mut self,
+        usage: PerUnit<u64>,
+    ) -> Result<ChargeOutcome, LedgerError> {
         let mut movements = Vec::new();
         let mut exhausted = Vec::new();
         for unit in Unit::ALL {

@@ -109,7 +109,7 @@ fn wrote(milestone: &Milestone, writes: &dyn Fn(&str) -> bool) -> bool {
 /// again", "retry"): the call is still wanted once something else is done. A dead end ("not
 /// found: nothing matches") is not: live, following one up had the model call the distractor
 /// that answered it again.
-fn asks_again(observation: &Value) -> bool {
+pub(in crate::engine::planner) fn asks_again(observation: &Value) -> bool {
     let error = observation
         .get("error")
         .and_then(Value::as_str)

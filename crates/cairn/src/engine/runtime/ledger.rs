@@ -109,9 +109,10 @@ pub fn overdrawn(state: &TaskState, budget: Budget) -> Option<Unit> {
 pub fn room(state: &TaskState, milestone: Option<&str>, budget: Budget) -> PerUnit<Option<u64>> {
     if let Some(ledger) = state.ledger.as_ref() {
         let mut room = ledger.room(milestone);
-        // One milestone at a time: the waiting ones lend it their wall time ([`charge`]).
-        if let (Some(id), Some(wall)) = (milestone, room.wall_ms.as_mut()) {
-            for lender in waiting(state, id) {
+        // One milestone (or the task's overhead) at a time: the waiting ones lend it their
+        // wall time ([`charge`]).
+        if let Some(wall) = room.wall_ms.as_mut() {
+            for lender in waiting(state, milestone.unwrap_or_default()) {
                 if let Ok(account) = ledger.account(&lender, Unit::WallMs) {
                     *wall = wall.saturating_add(account.allocated.saturating_sub(account.spent));
                 }
@@ -158,7 +159,7 @@ pub fn charge(
 ) -> Result<Option<Charged>, Halt> {
     // Spend is already one figure per ledger unit.
     let usage = spend;
-    let waiting = milestone.map(|m| waiting(state, m)).unwrap_or_default();
+    let waiting = waiting(state, milestone.unwrap_or_default());
     match (milestone, state.ledger.as_mut()) {
         (Some(milestone), Some(ledger)) => {
             let outcome = match state.sequential {
@@ -185,7 +186,14 @@ pub fn charge(
             }))
         }
         (_, Some(ledger)) => {
-            let outcome = ledger.charge_overhead(usage).map_err(ledger_error)?;
+            // Overhead runs while the waiting milestones wait, as a milestone does.
+            let lenders = Lenders {
+                unit: Unit::WallMs,
+                waiting: &waiting,
+            };
+            let outcome = ledger
+                .charge_overhead_lending(usage, lenders)
+                .map_err(ledger_error)?;
             state.overhead.add(spend);
             persist(&outcome.movements, source, record);
             // Overhead has no allocation of its own: only an exhausted reserve is news.

@@ -119,7 +119,9 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
         let retry = repeated
             .as_ref()
             .filter(|_| withheld.is_none())
-            .map(|what| repeat::retry(&snapshot, replan.as_ref(), what));
+            .map(|what| {
+                repeat::retry(&snapshot, replan.as_ref(), what, &|t| repeat::wanted(cx, t))
+            });
         if let Some((told, _)) = &retry {
             checked = Err(told.clone());
         }
@@ -150,15 +152,21 @@ pub async fn plan(cx: &Attempt, replan: Option<Replan<'_>>) -> Result<Strategic,
         }
         errors = checked.err();
     }
-    let cause = model_cause(&failures);
+    Ok(refused(&failures, errors))
+}
+
+/// How planning ends when no answer was a valid plan: the last errors, and the model's cause
+/// when every attempt failed alike there.
+fn refused(failures: &[Option<FailureKind>], errors: Option<String>) -> Strategic {
+    let cause = model_cause(failures);
     let reason = errors.unwrap_or_else(|| "no valid plan".into());
-    Ok(Strategic::Refused {
+    Strategic::Refused {
         reason: match cause {
             Some(cause) => format!("{}: {reason}", cause.as_str()),
             None => reason,
         },
         cause,
-    })
+    }
 }
 
 /// One strategic question: the input, and the schema over the tools offered.
@@ -268,9 +276,10 @@ fn judge(
     };
     let fp: Fingerprint = of_plan(&amended.plan);
     let failed = repeat::failed_milestone(snapshot, replan);
-    let repeated = if replan.is_some()
-        && snapshot.ladder.propose_plan(&fp) == ProposalVerdict::GiveUp
-    {
+    // Asked for again by its failed answer: planning it again is no repeat.
+    let repeated = if !repeat::asked_again(snapshot, replan).is_empty() {
+        None
+    } else if replan.is_some() && snapshot.ladder.propose_plan(&fp) == ProposalVerdict::GiveUp {
         Some(format!("the plan repeats a failed plan (fingerprint {fp})"))
     } else {
         failed.and_then(|f| {

@@ -28,7 +28,7 @@ use crate::engine::runtime::checkpoint::Failure;
 use crate::engine::runtime::ports::{FailureKind, Purpose, Sampling};
 use crate::engine::{prompts, schemas};
 use attach::commit;
-pub(super) use offer::failing_tools;
+pub(super) use offer::{failing_tools, goal_names_action};
 use proposal::{guesses, parse};
 use repeat::{escalate_repeat, repeat_refusal};
 

@@ -223,6 +223,12 @@ fn named_by_failures(observations: &[Value]) -> BTreeSet<String> {
 }
 
 /// The action a tool's name starts with (`refund` of `refund_order`, `page` of `page_user`).
+/// Whether `goal` names the action of `tool` (`refund_order` for "... refund it"): a change the
+/// submitter asked for.
+pub(in crate::engine::planner) fn goal_names_action(goal: &str, tool: &str) -> bool {
+    action(tool).is_some_and(|verb| words(goal).contains(verb))
+}
+
 fn action(name: &str) -> Option<&str> {
     let verb = name.rsplit('.').next()?.split(['_', '-']).next()?;
     (verb.len() >= 3).then_some(verb)
