@@ -226,6 +226,37 @@ async fn a_failed_plan_for_a_knowledge_question_is_handed_to_the_direct_route() 
     );
     let rounds = stack.events_of(&id, "direct.round").await;
     assert!(!rounds.is_empty(), "the act loop answered");
+    assert_eq!(
+        stack.tool_calls("search"),
+        1,
+        "the answer has a call behind it"
+    );
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn a_handed_over_answer_with_no_call_behind_it_is_not_claimed() {
+    let stack = Stack::start("knowledge_handover.json").await;
+    // The same scenario, but the loop's first round answers at once: the plan said a tool was
+    // needed, so an answer with no successful call behind it is not verified.
+    let id = stack
+        .submit(
+            "What is the capital of Australia? Answer at once.",
+            "v2",
+            100_000,
+        )
+        .await;
+    let task = stack.finished(&id).await;
+    let declined = stack.events_of(&id, "plan.declined").await;
+    assert_eq!(declined.len(), 1, "{declined:#?}");
+    assert_eq!(task["status"], "failed", "{task:#}");
+    assert_eq!(task["result"]["verified"], false, "{task:#}");
+    assert!(
+        task["result"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("no evidence")),
+        "{task:#}"
+    );
     stack.stop().await;
 }
 

@@ -50,9 +50,12 @@ pub fn heuristic_features(goal: &str, side_effect_tools: &[&str]) -> GateFeature
     let touches_writes =
         writes.contains(&true) || touches_a_writer(goal, &words, side_effect_tools, question);
     let targets = count_targets(&tokens).max(1);
+    // A question about the world now needs one read, whatever verb it uses.
+    let live = u32::from(words.iter().any(|w| LIVE_WORDS.contains(w)));
     let actions = (0..words.len())
         .filter(|i| writes[*i] || READ_VERBS.iter().any(|v| verb_form(words[*i], v)))
-        .count() as u32;
+        .count() as u32
+        + live;
     let goal_kind = if touches_writes {
         "change"
     } else if question {

@@ -285,3 +285,14 @@ fn a_goal_with_no_tool_call_goes_direct_without_history_but_writes_still_plan() 
     // operator turns the cold-start rule on).
     assert_eq!(route(features(1, false, 1), &t).route, Route::Plan);
 }
+
+#[test]
+fn a_question_about_the_world_now_needs_a_read_and_one_from_knowledge_does_not() {
+    let now = heuristic_features("What is the temperature in Oslo right now?", &[]);
+    assert_eq!(now.est_tool_calls, 1, "{now:?}");
+    assert!(!now.touches_writes);
+    let current = heuristic_features("Which is the current version of the api?", &[]);
+    assert_eq!(current.est_tool_calls, 1, "{current:?}");
+    let known = heuristic_features("What is the capital of Australia?", &[]);
+    assert_eq!(known.est_tool_calls, 0, "{known:?}");
+}

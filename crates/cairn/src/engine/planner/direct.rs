@@ -317,7 +317,7 @@ async fn conclude(cx: &Attempt, direct: DirectState) -> Result<RunOutcome, Halt>
             extra,
             cause: direct_model_cause(&direct),
         },
-        Some(_) if super::gate::needs_tools(cx).await && successful_calls(&direct) == 0 => Ending {
+        Some(_) if needs_evidence(cx).await && successful_calls(&direct) == 0 => Ending {
             status: TaskStatus::Failed,
             verified: Some(false),
             reason: "no evidence: the goal needs a tool call, and the answer has no successful \
@@ -347,6 +347,13 @@ async fn conclude(cx: &Attempt, direct: DirectState) -> Result<RunOutcome, Halt>
         }
     };
     report::finish(cx, ending).await
+}
+
+/// Whether the answer needs a successful tool call behind it: the goal needs tools, or a plan
+/// handed over to this loop said so (`strategic::handover`). Measured live: a handed-over
+/// "What is the status of ticket OPS-412?" was answered "open", invented.
+async fn needs_evidence(cx: &Attempt) -> bool {
+    super::gate::needs_tools(cx).await || cx.journal.read(|s| s.plan.is_some()).await
 }
 
 fn successful_calls(direct: &DirectState) -> usize {
