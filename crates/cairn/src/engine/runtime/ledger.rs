@@ -274,13 +274,7 @@ pub fn release(state: &mut TaskState, milestone: &str, record: &mut Record) -> R
 /// Every unfinished milestone's unspent allocation back to the reserve: the plan was handed
 /// over to the direct route, whose calls the reserve pays for.
 pub fn release_unfinished(state: &mut TaskState, record: &mut Record) -> Result<(), Halt> {
-    let unfinished: Vec<String> = state
-        .plan
-        .iter()
-        .flat_map(|p| p.milestones.iter())
-        .filter(|m| m.status != MilestoneStatus::Done)
-        .map(|m| m.id.clone())
-        .collect();
+    let unfinished = unfinished(state);
     if let Some(ledger) = state.ledger.as_mut() {
         for id in unfinished {
             let movements = ledger.return_unspent(&id).map_err(ledger_error)?;
@@ -288,6 +282,18 @@ pub fn release_unfinished(state: &mut TaskState, record: &mut Record) -> Result<
         }
     }
     Ok(())
+}
+
+/// The ids of the plan's milestones not done, in plan order: what holds an allocation a new
+/// version or a handover takes back.
+pub fn unfinished(state: &TaskState) -> Vec<String> {
+    state
+        .plan
+        .iter()
+        .flat_map(|p| p.milestones.iter())
+        .filter(|m| m.status != MilestoneStatus::Done)
+        .map(|m| m.id.clone())
+        .collect()
 }
 
 /// The first unit in which `spent` is over `budget`, if any (money only when it is capped).

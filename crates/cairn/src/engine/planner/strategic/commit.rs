@@ -128,19 +128,14 @@ fn install(
     let policy = LedgerPolicy {
         reserve: crate::domain::ledger::Fraction::from_f64(cx.config.reserve_frac),
     };
+    // The replaced version's unfinished milestones return what they hold.
+    let release = ledger::unfinished(state);
     match state.ledger.as_mut() {
         None => {
             let totals = PerUnit::from(cx.task().budget);
             ledger::open(state, totals, &plan.shares(), &policy, record)?;
         }
         Some(books) => {
-            let release: Vec<String> = state
-                .plan
-                .iter()
-                .flat_map(|p| p.milestones.iter())
-                .filter(|m| m.status != MilestoneStatus::Done)
-                .map(|m| m.id.clone())
-                .collect();
             let movements = books.rebalance(&release, &pending, &policy).map_err(|e| {
                 Halt::Error(crate::engine::EngineError::Other(format!("ledger: {e}")))
             })?;
