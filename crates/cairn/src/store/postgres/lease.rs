@@ -62,31 +62,37 @@ const CLAIM_OLDEST: &str = concat!(
     claim_picked!("")
 );
 
-/// With a cap, step 1: the oldest queued task (locked) that may run now (`$3`, `not_before`), of
-/// a tenant that, as far as this statement's snapshot shows, is under the cap (`$1`) and was not
-/// found full since nor passed over at its spend cap (`$2`).
+/// With a cap, step 1: the tenant of the oldest queued task that may run now (`$3`,
+/// `not_before`), of a tenant that, as far as this statement's snapshot shows, is under the cap
+/// (`$1`) and was not found full since nor passed over at its spend cap (`$2`). It locks no row:
+/// the row is chosen in step 3, under the tenant's lock.
 /// The running set is small (bounded by the workers), so the full tenants are computed once.
 const PICK_UNDER_CAP: &str = "\
     WITH full_tenants AS ( \
         SELECT tenant_id FROM tasks WHERE status = 'running' \
         GROUP BY tenant_id HAVING count(*) >= $1 \
     ) \
-    SELECT id, tenant_id FROM tasks \
+    SELECT tenant_id FROM tasks \
     WHERE status = 'queued' AND tenant_id <> ALL($2::text[]) \
         AND (not_before IS NULL OR not_before <= $3) \
         AND tenant_id NOT IN (SELECT tenant_id FROM full_tenants) \
-    ORDER BY id LIMIT 1 FOR UPDATE OF tasks SKIP LOCKED";
+    ORDER BY id LIMIT 1";
 
-/// With a cap, step 3, after the tenant's advisory lock: claim the picked task (`$5`) only if
-/// its tenant (`$6`) is still under the cap (`$7`). A statement of its own, so under READ
-/// COMMITTED its snapshot includes every capped claim of the tenant committed before the lock
-/// was granted.
+/// With a cap, step 3, after the tenant's advisory lock: claim the tenant's (`$5`) oldest queued
+/// task that may run now, only if the tenant is still under the cap (`$6`). A statement of its
+/// own, so under READ COMMITTED its snapshot includes every capped claim of the tenant committed
+/// before the lock was granted. The row is picked under the lock, not before it: two claimers
+/// of one tenant that each locked a different queued row could otherwise claim the younger
+/// first, and a tenant's tasks under a cap would not start in the order they were submitted.
 const CLAIM_IF_UNDER_CAP: &str = concat!(
-    "WITH picked AS (SELECT $5::uuid AS id), ",
-    claim_picked!(
-        "AND t.status = 'queued' AND (SELECT count(*) FROM tasks r \
-         WHERE r.tenant_id = $6 AND r.status = 'running') < $7"
-    )
+    "WITH picked AS ( \
+        SELECT id FROM tasks WHERE tenant_id = $5 AND status = 'queued' \
+            AND (not_before IS NULL OR not_before <= $2) \
+            AND (SELECT count(*) FROM tasks r WHERE r.tenant_id = $5 AND r.status = 'running') < $6 \
+        ORDER BY id LIMIT 1 \
+        FOR UPDATE SKIP LOCKED \
+     ), ",
+    claim_picked!("AND t.status = 'queued'")
 );
 
 /// How many tenants one capped claim finds full (after their lock) before giving up until the
@@ -142,8 +148,8 @@ fn bind_claim<'q>(query: PgQuery<'q>, params: &ClaimParams<'q>) -> PgQuery<'q> {
         .bind(kinds::TASK_CLAIMED)
 }
 
-/// The capped claim: pick a candidate under the cap, take its tenant's advisory lock (held to
-/// the end of the transaction), then claim it only if the recount still leaves room. Claimers
+/// The capped claim: pick a tenant under the cap, take its advisory lock (held to the end of the
+/// transaction), then claim its oldest queued task only if the recount still leaves room. Claimers
 /// of one tenant therefore count and claim one at a time, on every replica; claimers of other
 /// tenants do not wait. A tenant found full is skipped in the next try.
 async fn claim_capped(
@@ -164,7 +170,6 @@ async fn claim_capped(
             tx.rollback().await?;
             return Ok(None);
         };
-        let id: TaskId = picked.try_get("id")?;
         let tenant: String = picked.try_get("tenant_id")?;
         sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
             .bind(TENANT_LOCK_SPACE)
@@ -172,7 +177,6 @@ async fn claim_capped(
             .execute(&mut *tx)
             .await?;
         let claimed = bind_claim(sqlx::query(CLAIM_IF_UNDER_CAP), params)
-            .bind(id)
             .bind(&tenant)
             .bind(cap)
             .fetch_optional(&mut *tx)
