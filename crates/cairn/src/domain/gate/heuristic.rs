@@ -7,7 +7,9 @@
 
 use super::{FeatureSource, GateFeatures};
 
+mod quoted;
 mod vocab;
+pub use quoted::unquoted;
 use vocab::*;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +21,10 @@ struct Token {
 impl Token {
     fn is_separator(&self) -> bool {
         matches!(self.lower.as_str(), "," | "and" | "or" | "&")
+    }
+    /// What a quoted span became ([`unquoted`]): a thing the goal works on.
+    fn is_quote(&self) -> bool {
+        self.lower == quoted::QUOTE
     }
     fn is_punct(&self) -> bool {
         self.text.chars().all(|c| !c.is_alphanumeric())
@@ -32,8 +38,10 @@ impl Token {
 }
 
 /// Extracts gate features from the goal text. `side_effect_tools` are registered tools marked
-/// as side-effecting; a goal that names one touches writes.
+/// as side-effecting; a goal that names one touches writes. Quoted text is left out.
 pub fn heuristic_features(goal: &str, side_effect_tools: &[&str]) -> GateFeatures {
+    let goal = unquoted(goal);
+    let goal = goal.as_str();
     let mut tokens = tokenize(goal);
     // Enumeration scanning is quadratic in the worst case; the gist of a goal is in its start.
     tokens.truncate(MAX_TOKENS);
@@ -146,7 +154,8 @@ fn touches_a_writer(
 fn is_ambiguous_write(word: &str, next: Option<&Token>) -> bool {
     AMBIGUOUS_WRITES.contains(&word)
         && next.is_some_and(|t| {
-            OBJECT_STARTS.contains(&t.lower.as_str())
+            t.is_quote()
+                || OBJECT_STARTS.contains(&t.lower.as_str())
                 || NUMBER_WORDS.contains(&t.lower.as_str())
                 || t.text.chars().any(|c| c.is_ascii_digit())
         })
@@ -220,7 +229,7 @@ fn count_targets(tokens: &[Token]) -> u32 {
 /// "service C" gives `C`; "the billing service" gives nothing (no name follows). Each is a
 /// thing the goal is about, so a tool call must have touched it before the goal can be met.
 pub fn goal_targets(goal: &str) -> Vec<String> {
-    let mut tokens = tokenize(goal);
+    let mut tokens = tokenize(&unquoted(goal));
     tokens.truncate(MAX_TOKENS);
     let mut names: Vec<String> = Vec::new();
     for (i, token) in tokens.iter().enumerate() {

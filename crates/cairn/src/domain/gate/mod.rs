@@ -351,7 +351,7 @@ fn few_reads(features: GateFeatures, thresholds: &GateThresholds) -> GateDecisio
 }
 
 mod heuristic;
-pub use heuristic::{goal_targets, heuristic_features};
+pub use heuristic::{goal_targets, heuristic_features, unquoted};
 
 #[cfg(test)]
 mod tests;

@@ -217,3 +217,22 @@ fn verb_form_accepts_exactly_the_spelled_out_inflections() {
         }
     }
 }
+
+#[test]
+fn quoted_text_is_material_not_the_goal() {
+    // Measured live: the quoted "restart" made a rewrite a change to plan.
+    let x = f("Rewrite more clearly: \"pls restart svc asap its down\".");
+    assert!(!x.touches_writes, "{x:?}");
+    assert_eq!((x.targets, x.goal_kind.as_str()), (1, "task"));
+    let x = heuristic_features(
+        "Summarise \u{201c}restart_service failed\u{201d}",
+        &["restart_service"],
+    );
+    assert!(!x.touches_writes, "{x:?}");
+    // A quoted text is still an object: the verb before it acts on it.
+    let x = f("Post \"deploy done\" to the ops channel");
+    assert!(x.touches_writes, "{x:?}");
+    // Names inside quotes are no targets.
+    assert!(goal_targets("Translate \"restart services A and B\"").is_empty());
+    assert_eq!(goal_targets("Restart services A and B"), ["A", "B"]);
+}

@@ -24,6 +24,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::Ask;
+use crate::domain::gate::unquoted;
 use crate::domain::plan::{Milestone, Step};
 use crate::engine::runtime::checkpoint::TaskState;
 use crate::engine::runtime::ports::ToolSpec;
@@ -224,9 +225,9 @@ fn named_by_failures(observations: &[Value]) -> BTreeSet<String> {
 
 /// The action a tool's name starts with (`refund` of `refund_order`, `page` of `page_user`).
 /// Whether `goal` names the action of `tool` (`refund_order` for "... refund it"): a change the
-/// submitter asked for.
+/// submitter asked for. A verb inside quoted text is material, not an ask.
 pub(in crate::engine::planner) fn goal_names_action(goal: &str, tool: &str) -> bool {
-    action(tool).is_some_and(|verb| words(goal).contains(verb))
+    action(tool).is_some_and(|verb| words(&unquoted(goal)).contains(verb))
 }
 
 fn action(name: &str) -> Option<&str> {
