@@ -7,7 +7,8 @@
 #   scripts/eval-live.sh 1.5b suites/default out-live-default [MAX_RUNS]
 #
 # Environment: STRATEGIES (one_shot,reactive,v1,v2,auto), TASKS (comma-separated task ids;
-# default: every task of the suite), REPEAT (2), RUN_WALL_S (900),
+# default: every task of the suite), REPEAT (2), RUN_WALL_S (900), CONFIG (a config file, as
+# `cairn serve --config` reads it, e.g. for `[engine]` settings; the CAIRN_* variables set here win),
 # MODEL_PORT (8091), THREADS (2), WORKERS (1), LLM_TIMEOUT_MS (900000: a 1,536-token list from
 # a two-slot server on two cores takes over 300 s, and a timed-out call is asked again from
 # the start), CAIRN_BIN (default: a release build of this
@@ -55,6 +56,7 @@ args=(eval --live --resume --suite "$SUITE" --out "$OUT"
   --run-wall-s "${RUN_WALL_S:-900}" --workers "$WORKERS")
 [ -n "$MAX_RUNS" ] && args+=(--max-runs "$MAX_RUNS")
 [ -n "${TASKS:-}" ] && args+=(--tasks "$TASKS")
+[ -n "${CONFIG:-}" ] && args+=(--config "$CONFIG")
 CAIRN_ENGINE_MAX_PARALLEL=1 CAIRN_LLM_TIMEOUT_MS="${LLM_TIMEOUT_MS:-900000}" \
 CAIRN_LLM_DEFAULT_BASE_URL="http://127.0.0.1:$MODEL_PORT" \
 CAIRN_LLM_DEFAULT_MODEL="qwen2.5-coder-$WHICH" \
