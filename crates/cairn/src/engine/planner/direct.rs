@@ -350,10 +350,13 @@ async fn conclude(cx: &Attempt, direct: DirectState) -> Result<RunOutcome, Halt>
 }
 
 /// Whether the answer needs a successful tool call behind it: the goal needs tools, or a plan
-/// handed over to this loop said so (`strategic::handover`). Measured live: a handed-over
-/// "What is the status of ticket OPS-412?" was answered "open", invented.
+/// handed over to this loop said so and only the heuristic disagreed (`strategic::handover`;
+/// measured live: a handed-over "What is the status of ticket OPS-412?" answered "open",
+/// invented). When the gate model agreed there was nothing to plan, the answer is judged as the
+/// gate's own direct route judges a knowledge question's.
 async fn needs_evidence(cx: &Attempt) -> bool {
-    super::gate::needs_tools(cx).await || cx.journal.read(|s| s.plan.is_some()).await
+    let handed_over = cx.journal.read(|s| s.plan.is_some()).await;
+    super::gate::needs_tools(cx).await || (handed_over && !super::gate::model_backed(cx).await)
 }
 
 fn successful_calls(direct: &DirectState) -> usize {

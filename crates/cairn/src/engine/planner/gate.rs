@@ -22,8 +22,7 @@ use crate::domain::gate::{
 use crate::domain::report::TaskReport;
 use crate::domain::task::{Strategy, TaskStatus};
 use crate::engine::Halt;
-use crate::engine::runtime::attempt::Attempt;
-use crate::engine::runtime::attempt::Question;
+use crate::engine::runtime::attempt::{Asked, Attempt, Question};
 use crate::engine::runtime::checkpoint::Record;
 use crate::engine::runtime::ledger;
 use crate::engine::runtime::ports::Purpose;
@@ -57,27 +56,7 @@ pub async fn decide(cx: &Attempt) -> Result<Route, Halt> {
             None,
         ),
         Strategy::Auto => {
-            let asked = cx
-                .ask(Question {
-                    purpose: Purpose::Gate,
-                    milestone: None,
-                    attempt: 1,
-                    prompt: &prompts::GATE,
-                    input: json!({"goal": task.goal}),
-                    turns: Vec::new(),
-                    schema: schemas::gate(),
-                })
-                .await;
-            let model = asked
-                .reply
-                .as_ref()
-                .ok()
-                .and_then(|r| serde_json::from_value::<GateFeatures>(r.value.clone()).ok())
-                .map(|features| GateFeatures {
-                    source: FeatureSource::Model,
-                    direct_history: None,
-                    ..features
-                });
+            let (asked, model) = ask_model(cx).await;
             let mut features = combine(model.as_ref(), &heuristic);
             features.direct_history = Some(direct_history(cx, &features.goal_kind).await);
             let decided = route(features, &thresholds(&cx.config));
@@ -118,6 +97,72 @@ pub async fn decide(cx: &Attempt) -> Result<Route, Halt> {
         })
         .await?;
     Ok(route)
+}
+
+/// Asks the gate model for the goal's features: the call, and its features when it answered.
+async fn ask_model(cx: &Attempt) -> (Asked, Option<GateFeatures>) {
+    let asked = cx
+        .ask(Question {
+            purpose: Purpose::Gate,
+            milestone: None,
+            attempt: 1,
+            prompt: &prompts::GATE,
+            input: json!({"goal": cx.task().goal}),
+            turns: Vec::new(),
+            schema: schemas::gate(),
+        })
+        .await;
+    let model = asked
+        .reply
+        .as_ref()
+        .ok()
+        .and_then(|r| serde_json::from_value::<GateFeatures>(r.value.clone()).ok())
+        .map(|features| GateFeatures {
+            source: FeatureSource::Model,
+            direct_history: None,
+            ..features
+        });
+    (asked, model)
+}
+
+/// Asks the gate model about a goal whose route was forced (`v2`), so that the goal's features
+/// are the gate's own, the model's and the heuristic's combined, as an `auto` decision sees
+/// them. Used before a failed plan is handed to the direct route: the heuristic alone counts
+/// only the verbs it knows, and the answer after a handover is judged on these features. When
+/// the model gives no usable answer, or was asked already, the record stays as it is.
+pub(super) async fn consult(cx: &Attempt) -> Result<(), Halt> {
+    let asked_already = cx
+        .journal
+        .read(|s| s.gate.as_ref().is_none_or(|g| g.model.is_some()))
+        .await;
+    if asked_already {
+        return Ok(());
+    }
+    let heuristic = heuristic_features(&cx.task().goal, &cx.writers());
+    // The call's reservation is held until its charge is staged below.
+    let (asked, model) = ask_model(cx).await;
+    let combined = model.as_ref().map(|model| combine(Some(model), &heuristic));
+    cx.journal
+        .stage(|state| {
+            let mut record = Record::default();
+            ledger::charge(state, None, asked.spend, "gate", &mut record)?;
+            record.prompted(&asked.prompt);
+            if let (Some(gate), Some(combined)) = (state.gate.as_mut(), &combined) {
+                gate.model.clone_from(&model);
+                gate.heuristic = Some(heuristic.clone());
+                gate.features = Some(combined.clone());
+            }
+            Ok((record, ()))
+        })
+        .await?;
+    Ok(())
+}
+
+/// Whether the goal's features came from the gate model as well as the heuristic.
+pub(super) async fn model_backed(cx: &Attempt) -> bool {
+    cx.journal
+        .read(|s| s.gate.as_ref().is_some_and(|g| g.model.is_some()))
+        .await
 }
 
 /// Outcomes of this tenant's recent direct-routed tasks of goal kind `kind` (their results

@@ -10,6 +10,14 @@
 //! the rung that can end in an answer: the act loop, which may still call a permitted tool,
 //! and ends in the goal verifier. The handover is `plan.declined` with `handed_over`, and the
 //! unfinished milestones' allocations go back to the reserve that pays for the loop.
+//!
+//! "Needs no plan" is judged as an `auto` decision judges it: the heuristic, then the gate
+//! model asked once (a forced route never asked it), combined towards planning. The heuristic
+//! alone counts only the verbs it knows, and found no read in "What is the status of ticket
+//! OPS-412?", which the loop then answered by invention. When the model agrees, the loop's
+//! answer is judged as a direct route's answer to a knowledge question; when it gave no usable
+//! answer, the heuristic decides and the answer needs a successful call behind it
+//! (`direct::needs_evidence`, `model_backed` on the event).
 
 use serde_json::json;
 
@@ -45,9 +53,16 @@ pub(super) async fn hand_over(cx: &Attempt, replan: Option<&Replan<'_>>) -> Resu
     if passed {
         return Ok(false);
     }
+    // The heuristic first (no call); then the gate model too, as an `auto` decision asks it:
+    // both must find nothing to plan.
+    if nothing_to_plan(cx).await.is_none() {
+        return Ok(false);
+    }
+    crate::engine::planner::gate::consult(cx).await?;
     let Some(why) = nothing_to_plan(cx).await else {
         return Ok(false);
     };
+    let model_backed = crate::engine::planner::gate::model_backed(cx).await;
     let reason = format!("milestone {failed} failed and {why}: the direct route answers it");
     cx.journal
         .record(|state| {
@@ -57,7 +72,8 @@ pub(super) async fn hand_over(cx: &Attempt, replan: Option<&Replan<'_>>) -> Resu
             record.push(
                 PLAN_DECLINED,
                 json!({"attempt": state.strategic_calls, "reason": reason,
-                       "handed_over": true, "failed_milestone": failed}),
+                       "handed_over": true, "failed_milestone": failed,
+                       "model_backed": model_backed}),
             );
             Ok((record, ()))
         })
