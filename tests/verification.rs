@@ -249,3 +249,28 @@ async fn an_empty_first_plan_for_a_question_goes_direct_and_for_a_change_is_refu
     );
     stack.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_quoted_change_is_material_and_the_empty_plan_for_it_goes_direct() {
+    // The destructive words are inside quotes: text the goal works on, not a change it asks for.
+    let stack = Stack::start("nothing_to_plan.json").await;
+    let id = stack
+        .submit(
+            "Rewrite more clearly: \"drop the staging database asap\".",
+            "v2",
+            50_000,
+        )
+        .await;
+    let task = stack.finished(&id).await;
+    assert_eq!(task["status"], "succeeded", "{task:#}");
+    let kinds: Vec<String> = stack
+        .events(&id)
+        .await
+        .iter()
+        .filter_map(|e| e["kind"].as_str().map(str::to_string))
+        .collect();
+    assert!(kinds.iter().any(|k| k == "plan.declined"), "{kinds:?}");
+    assert!(!kinds.iter().any(|k| k == "plan.refused"), "{kinds:?}");
+    assert_eq!(stack.tool_calls("drop_database"), 0);
+    stack.stop().await;
+}
