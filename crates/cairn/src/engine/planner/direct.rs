@@ -349,11 +349,11 @@ async fn conclude(cx: &Attempt, direct: DirectState) -> Result<RunOutcome, Halt>
     report::finish(cx, ending).await
 }
 
-/// Whether the answer needs a successful tool call behind it: the goal needs tools, or a plan
-/// handed over to this loop said so and only the heuristic disagreed (`strategic::handover`;
-/// measured live: a handed-over "What is the status of ticket OPS-412?" answered "open",
-/// invented). When the gate model agreed there was nothing to plan, the answer is judged as the
-/// gate's own direct route judges a knowledge question's.
+/// Whether the answer needs a successful tool call behind it: the goal needs tools (by the
+/// gate's features, the model's included once asked), or a plan handed over to this loop said
+/// so and the gate model was not heard (`strategic::handover`; measured live: a handed-over
+/// "What is the status of ticket OPS-412?" answered "open", invented). When the gate model
+/// agreed there was nothing to plan, the answer is judged as a direct knowledge answer is.
 async fn needs_evidence(cx: &Attempt) -> bool {
     let handed_over = cx.journal.read(|s| s.plan.is_some()).await;
     super::gate::needs_tools(cx).await || (handed_over && !super::gate::model_backed(cx).await)

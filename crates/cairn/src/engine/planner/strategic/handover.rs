@@ -11,13 +11,17 @@
 //! and ends in the goal verifier. The handover is `plan.declined` with `handed_over`, and the
 //! unfinished milestones' allocations go back to the reserve that pays for the loop.
 //!
-//! "Needs no plan" is judged as an `auto` decision judges it: the heuristic, then the gate
-//! model asked once (a forced route never asked it), combined towards planning. The heuristic
-//! alone counts only the verbs it knows, and found no read in "What is the status of ticket
-//! OPS-412?", which the loop then answered by invention. When the model agrees, the loop's
-//! answer is judged as a direct route's answer to a knowledge question; when it gave no usable
-//! answer, the heuristic decides and the answer needs a successful call behind it
-//! (`direct::needs_evidence`, `model_backed` on the event).
+//! "Needs no plan" is the heuristic's word, as for a declined first plan. Before handing over,
+//! the gate model is asked once too (a forced route never asked it), as an `auto` decision
+//! asks it. When it agrees that no tool call is needed, the loop's answer is judged as the
+//! gate's direct route judges a knowledge question's. When it expects a call, or gave no usable
+//! answer, the plan's word stands: the answer needs a successful call behind it
+//! (`direct::needs_evidence`), or it is returned, not claimed (`model_agrees` on the event). The
+//! handover itself does not wait on the model: live, the 1.5B gate model expected a call to
+//! "Extract the order id from: \"Order #A-7731 ...\"", and an answer returned unclaimed is
+//! still more than a failed plan's none. The heuristic alone counts only the verbs it knows:
+//! it found no read in "What is the status of ticket OPS-412?", which the loop then answered
+//! by invention.
 
 use serde_json::json;
 
@@ -53,16 +57,14 @@ pub(super) async fn hand_over(cx: &Attempt, replan: Option<&Replan<'_>>) -> Resu
     if passed {
         return Ok(false);
     }
-    // The heuristic first (no call); then the gate model too, as an `auto` decision asks it:
-    // both must find nothing to plan.
-    if nothing_to_plan(cx).await.is_none() {
-        return Ok(false);
-    }
-    crate::engine::planner::gate::consult(cx).await?;
     let Some(why) = nothing_to_plan(cx).await else {
         return Ok(false);
     };
-    let model_backed = crate::engine::planner::gate::model_backed(cx).await;
+    // The gate model too, as an `auto` decision asks it. It does not decide the handover: the
+    // loop's answer is returned either way. It decides how the answer is judged.
+    crate::engine::planner::gate::consult(cx).await?;
+    let model_agrees = crate::engine::planner::gate::model_backed(cx).await
+        && !crate::engine::planner::gate::needs_tools(cx).await;
     let reason = format!("milestone {failed} failed and {why}: the direct route answers it");
     cx.journal
         .record(|state| {
@@ -73,7 +75,7 @@ pub(super) async fn hand_over(cx: &Attempt, replan: Option<&Replan<'_>>) -> Resu
                 PLAN_DECLINED,
                 json!({"attempt": state.strategic_calls, "reason": reason,
                        "handed_over": true, "failed_milestone": failed,
-                       "model_backed": model_backed}),
+                       "model_agrees": model_agrees}),
             );
             Ok((record, ()))
         })
