@@ -355,8 +355,10 @@ async fn conclude(cx: &Attempt, direct: DirectState) -> Result<RunOutcome, Halt>
 /// "What is the status of ticket OPS-412?" answered "open", invented). When the gate model
 /// agreed there was nothing to plan, the answer is judged as a direct knowledge answer is.
 async fn needs_evidence(cx: &Attempt) -> bool {
-    let handed_over = cx.journal.read(|s| s.plan.is_some()).await;
-    super::gate::needs_tools(cx).await || (handed_over && !super::gate::model_backed(cx).await)
+    match cx.journal.read(|s| s.plan.is_some()).await {
+        true => !super::gate::model_agrees(cx).await,
+        false => super::gate::needs_tools(cx).await,
+    }
 }
 
 fn successful_calls(direct: &DirectState) -> usize {

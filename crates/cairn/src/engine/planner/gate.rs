@@ -158,11 +158,15 @@ pub(super) async fn consult(cx: &Attempt) -> Result<(), Halt> {
     Ok(())
 }
 
-/// Whether the goal's features came from the gate model as well as the heuristic.
-pub(super) async fn model_backed(cx: &Attempt) -> bool {
-    cx.journal
+/// Whether the gate model was heard ([`consult`] or an `auto` decision) and, with the
+/// heuristic, expects no tool call and no change: the goal is a knowledge question by the
+/// gate's own standard.
+pub(super) async fn model_agrees(cx: &Attempt) -> bool {
+    let heard = cx
+        .journal
         .read(|s| s.gate.as_ref().is_some_and(|g| g.model.is_some()))
-        .await
+        .await;
+    heard && !needs_tools(cx).await
 }
 
 /// Outcomes of this tenant's recent direct-routed tasks of goal kind `kind` (their results

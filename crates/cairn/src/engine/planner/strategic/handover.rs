@@ -63,8 +63,7 @@ pub(super) async fn hand_over(cx: &Attempt, replan: Option<&Replan<'_>>) -> Resu
     // The gate model too, as an `auto` decision asks it. It does not decide the handover: the
     // loop's answer is returned either way. It decides how the answer is judged.
     crate::engine::planner::gate::consult(cx).await?;
-    let model_agrees = crate::engine::planner::gate::model_backed(cx).await
-        && !crate::engine::planner::gate::needs_tools(cx).await;
+    let model_agrees = crate::engine::planner::gate::model_agrees(cx).await;
     let reason = format!("milestone {failed} failed and {why}: the direct route answers it");
     cx.journal
         .record(|state| {
