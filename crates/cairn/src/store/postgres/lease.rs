@@ -56,6 +56,8 @@ const CLAIM_OLDEST: &str = concat!(
     "WITH picked AS ( \
         SELECT id FROM tasks WHERE status = 'queued' \
             AND (not_before IS NULL OR not_before <= $2) AND tenant_id <> ALL($5::text[]) \
+            AND tenant_id NOT IN (SELECT tenant_id FROM tasks \
+                WHERE status = 'queued' AND not_before > $2) \
         ORDER BY id LIMIT 1 \
         FOR UPDATE SKIP LOCKED \
      ), ",
@@ -84,11 +86,16 @@ const PICK_UNDER_CAP: &str = "\
 /// before the lock was granted. The row is picked under the lock, not before it: two claimers
 /// of one tenant that each locked a different queued row could otherwise claim the younger
 /// first, and a tenant's tasks under a cap would not start in the order they were submitted.
+/// A tenant with a task waiting for its spend period's end is passed over here too, in the
+/// statement that claims: the pool's list of such tenants is read before the claim, and a
+/// task released for the spend cap in between would otherwise let its sibling start.
 const CLAIM_IF_UNDER_CAP: &str = concat!(
     "WITH picked AS ( \
         SELECT id FROM tasks WHERE tenant_id = $5 AND status = 'queued' \
             AND (not_before IS NULL OR not_before <= $2) \
             AND (SELECT count(*) FROM tasks r WHERE r.tenant_id = $5 AND r.status = 'running') < $6 \
+            AND NOT EXISTS (SELECT 1 FROM tasks w WHERE w.tenant_id = $5 \
+                AND w.status = 'queued' AND w.not_before > $2) \
         ORDER BY id LIMIT 1 \
         FOR UPDATE SKIP LOCKED \
      ), ",

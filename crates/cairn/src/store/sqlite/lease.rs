@@ -35,11 +35,15 @@ macro_rules! claim_where {
 }
 
 /// Without a cap: the oldest queued task that may run now (`not_before`), of a tenant not
-/// passed over (`?4`, a JSON array: the tenants at their spend cap).
+/// passed over (`?4`, a JSON array: the tenants at their spend cap) and with no task waiting
+/// for its spend period's end, judged in this statement: the pool's list is read before the
+/// claim, and a task released for the spend cap in between would otherwise let a sibling start.
 const CLAIM_OLDEST: &str = claim_where!(
     "SELECT id FROM tasks WHERE status = 'queued' \
          AND (not_before IS NULL OR not_before <= ?3) \
          AND tenant_id NOT IN (SELECT value FROM json_each(?4)) \
+         AND tenant_id NOT IN (SELECT tenant_id FROM tasks \
+         WHERE status = 'queued' AND not_before > ?3) \
      ORDER BY id LIMIT 1"
 );
 
@@ -50,6 +54,8 @@ const CLAIM_UNDER_CAP: &str = claim_where!(
     "SELECT id FROM tasks WHERE status = 'queued' \
          AND (not_before IS NULL OR not_before <= ?3) \
          AND tenant_id NOT IN (SELECT value FROM json_each(?5)) \
+         AND tenant_id NOT IN (SELECT tenant_id FROM tasks \
+         WHERE status = 'queued' AND not_before > ?3) \
          AND tenant_id NOT IN ( \
          SELECT tenant_id FROM tasks WHERE status = 'running' \
          GROUP BY tenant_id HAVING count(*) >= ?4) \
